@@ -1,0 +1,488 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Servers are RPC addresses of any servers of the cell.
+	Servers []string
+	// SessionTTL is the lease TTL to ask for (0: the cell's default).
+	SessionTTL time.Duration
+	// Grace is how long to keep trying after the local lease ran out
+	// before giving the session up (0: 45 s).
+	Grace time.Duration
+	// LockDelay is the default lock-delay of locks this client takes
+	// (0: 15 s; use NoLockDelay for none).
+	LockDelay time.Duration
+	// EventBuffer is the capacity of the Events channel (0: 256).
+	EventBuffer int
+	// Clock drives the local lease (RealClock if nil).
+	Clock session.Clock
+	// Logger receives debug lines (discarded if nil).
+	Logger hclog.Logger
+}
+
+// NoLockDelay asks for locks without lock-delay.
+const NoLockDelay time.Duration = -1
+
+// Client is one session with a cell. It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	clock session.Clock
+	log   hclog.Logger
+	rng   *rand.Rand
+	rngMu sync.Mutex
+
+	mu        sync.Mutex
+	conn      *rpcConn
+	connReady chan struct{} // closed when conn is set
+	master    string
+	epoch     uint64
+	cell      string
+	id        uint64
+	lease     *session.Lease
+	held      map[*Handle]struct{}
+	closed    bool
+
+	events  chan Event
+	dropped atomic.Uint64
+	waitSeq atomic.Uint64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Dial finds the master of the cell, creates a session and starts its
+// KeepAlive loop. It keeps trying the servers until ctx ends.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("client: no servers given")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = session.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.EventBuffer <= 0 {
+		cfg.EventBuffer = 256
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = session.DefaultGrace
+	}
+	c := &Client{
+		cfg:       cfg,
+		clock:     cfg.Clock,
+		log:       cfg.Logger.Named("client"),
+		rng:       rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x2545f4914f6cdd1d)),
+		connReady: make(chan struct{}),
+		held:      map[*Handle]struct{}{},
+		events:    make(chan Event, cfg.EventBuffer),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	bo := session.Backoff{Base: 50 * time.Millisecond, Max: time.Second}
+	for {
+		err := c.connect(ctx)
+		if err == nil {
+			var rep wire.CreateSessionReply
+			sentAt := c.clock.Now()
+			err = c.conn.call(ctx, wire.MCreateSession, c.epoch, 0, wire.CreateSessionArgs{TTL: int64(cfg.SessionTTL)}, &rep)
+			if err == nil {
+				c.id = rep.Session
+				c.lease = session.NewLease(sentAt, time.Duration(rep.TTL), cfg.Grace)
+				go c.keepAliveLoop()
+				return c, nil
+			}
+			c.dropConn(c.conn)
+		}
+		c.log.Debug("dial attempt failed", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: no master reachable at %v: %v", fs.ErrUnavailable, cfg.Servers, err)
+		case <-time.After(c.backoff(&bo)):
+		}
+	}
+}
+
+func (c *Client) backoff(b *session.Backoff) time.Duration {
+	c.rngMu.Lock()
+	defer c.rngMu.Unlock()
+	return b.Next(c.rng)
+}
+
+// connect finds the master and installs a connection to it, trying every
+// known server once.
+func (c *Client) connect(ctx context.Context) error {
+	var lastErr error = errors.New("no servers")
+	tried := map[string]bool{}
+	queue := append([]string(nil), c.cfg.Servers...)
+	for len(queue) > 0 {
+		addr := queue[0]
+		queue = queue[1:]
+		if tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := dialConn(cctx, addr)
+		if err != nil {
+			cancel()
+			lastErr = err
+			continue
+		}
+		var hello wire.HelloReply
+		err = conn.call(cctx, wire.MHello, 0, 0, wire.HelloArgs{}, &hello)
+		cancel()
+		if err != nil {
+			conn.close()
+			lastErr = err
+			continue
+		}
+		if !hello.IsMaster {
+			conn.close()
+			lastErr = fmt.Errorf("%s (%s) is not the master", addr, hello.Node)
+			if hello.Master != "" {
+				queue = append([]string{hello.Master}, queue...)
+			}
+			continue
+		}
+		c.mu.Lock()
+		if c.conn != nil {
+			c.conn.close()
+		}
+		failover := c.epoch != 0 && c.epoch != hello.Epoch
+		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
+		select {
+		case <-c.connReady:
+		default:
+			close(c.connReady)
+		}
+		c.mu.Unlock()
+		if failover {
+			c.emit(Event{Type: EventMasterFailover})
+		}
+		return nil
+	}
+	return lastErr
+}
+
+// current returns the connection to the master, waiting while the KeepAlive
+// loop reconnects.
+func (c *Client) current(ctx context.Context) (*rpcConn, uint64, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, 0, ErrClosed
+		}
+		if c.lease.State() == session.Expired {
+			c.mu.Unlock()
+			return nil, 0, fmt.Errorf("%w: session %d", ErrSessionExpired, c.id)
+		}
+		conn, epoch, ready := c.conn, c.epoch, c.connReady
+		c.mu.Unlock()
+		if conn != nil {
+			return conn, epoch, nil
+		}
+		select {
+		case <-ready:
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// dropConn forgets a failed connection so the KeepAlive loop reconnects.
+func (c *Client) dropConn(conn *rpcConn) {
+	c.mu.Lock()
+	if c.conn == conn {
+		c.conn = nil
+		c.connReady = make(chan struct{})
+	}
+	c.mu.Unlock()
+	conn.close()
+}
+
+// retryable: the call was refused before it was applied (or the connection
+// failed) and may be retried on the master once found.
+func retryable(err error) bool {
+	return errors.Is(err, fs.ErrNotMaster) || errors.Is(err, fs.ErrWrongEpoch) || errors.Is(err, errConnLost)
+}
+
+// do runs a call on the master. idempotent calls are retried across
+// connection loss; others only when the master refused them unapplied.
+func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, idempotent bool) error {
+	for {
+		conn, epoch, err := c.current(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.call(ctx, m, epoch, c.id, args, reply)
+		if err == nil || !retryable(err) {
+			if errors.Is(err, ErrSessionExpired) {
+				c.expire()
+			}
+			return err
+		}
+		c.dropConn(conn)
+		if errors.Is(err, errConnLost) && !idempotent {
+			return fmt.Errorf("%w: %s may or may not have been applied: %v", ErrUnavailable, m, err)
+		}
+	}
+}
+
+// keepAliveLoop renews the lease: a KeepAlive is always parked on the
+// master, which answers it after about a third of the TTL. When no renewal
+// arrives before the local lease ends the session is in jeopardy; the loop
+// keeps reconnecting (with jittered backoff) until the grace period ends.
+func (c *Client) keepAliveLoop() {
+	defer close(c.done)
+	bo := session.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+	type result struct {
+		sentAt time.Time
+		rep    wire.KeepAliveReply
+		err    error
+		conn   *rpcConn
+	}
+	results := make(chan result, 1)
+	inflight := false
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		if !inflight {
+			c.mu.Lock()
+			conn, epoch := c.conn, c.epoch
+			c.mu.Unlock()
+			if conn == nil {
+				if err := c.connect(ctx); err != nil {
+					c.log.Debug("reconnect failed", "err", err)
+					if !c.sleep(c.backoff(&bo)) {
+						return
+					}
+					if c.checkLease() == session.Expired {
+						return
+					}
+					continue
+				}
+				continue
+			}
+			inflight = true
+			sentAt := c.clock.Now()
+			go func() {
+				var rep wire.KeepAliveReply
+				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, wire.KeepAliveArgs{}, &rep)
+				results <- result{sentAt, rep, err, conn}
+			}()
+		}
+		c.mu.Lock()
+		wake := c.lease.Expiry()
+		if c.lease.State() != session.Safe {
+			wake = c.lease.GraceEnd()
+		}
+		c.mu.Unlock()
+		timer := c.clock.NewTimer(wake.Sub(c.clock.Now()))
+		select {
+		case r := <-results:
+			timer.Stop()
+			inflight = false
+			switch {
+			case r.err == nil:
+				bo.Reset()
+				c.mu.Lock()
+				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
+				c.mu.Unlock()
+				if before == session.Jeopardy {
+					c.emit(Event{Type: EventSafe})
+				}
+			case errors.Is(r.err, ErrSessionExpired):
+				c.expire()
+				return
+			default:
+				c.log.Debug("keepalive failed", "err", r.err)
+				c.dropConn(r.conn)
+				if c.checkLease() == session.Expired {
+					return
+				}
+				if !c.sleep(c.backoff(&bo)) {
+					return
+				}
+			}
+		case <-timer.C():
+			if c.checkLease() == session.Expired {
+				return
+			}
+		case <-c.stop:
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// sleep waits d on the client's clock; false if the client is stopping.
+func (c *Client) sleep(d time.Duration) bool {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-c.stop:
+		return false
+	}
+}
+
+// checkLease advances the lease state for now, emitting jeopardy (and
+// signalling lock loss) or expiry.
+func (c *Client) checkLease() session.State {
+	c.mu.Lock()
+	before := c.lease.State()
+	after := c.lease.Check(c.clock.Now())
+	c.mu.Unlock()
+	if before == session.Safe && after != session.Safe {
+		c.loseLocks()
+		c.emit(Event{Type: EventJeopardy})
+	}
+	if after == session.Expired && before != session.Expired {
+		c.expire()
+	}
+	return after
+}
+
+// expire ends the session locally: every handle and lock becomes invalid.
+func (c *Client) expire() {
+	c.mu.Lock()
+	already := c.lease.State() == session.Expired
+	c.lease.Expire()
+	conn := c.conn
+	c.mu.Unlock()
+	if already {
+		return
+	}
+	c.loseLocks()
+	if conn != nil {
+		conn.close()
+	}
+	c.emit(Event{Type: EventExpired})
+}
+
+// loseLocks fires the lock-lost signal of every held lock.
+func (c *Client) loseLocks() {
+	c.mu.Lock()
+	hs := make([]*Handle, 0, len(c.held))
+	for h := range c.held {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.markLost()
+	}
+}
+
+func (c *Client) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = c.clock.Now()
+	}
+	select {
+	case c.events <- e:
+	default:
+		c.dropped.Add(1)
+	}
+}
+
+// Events delivers session events (jeopardy, safe, expired, master_failover).
+// A consumer that falls behind loses events, never blocks the session;
+// DroppedEvents counts them.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// DroppedEvents is how many events were dropped because Events was full.
+func (c *Client) DroppedEvents() uint64 { return c.dropped.Load() }
+
+// Done is closed when the session has ended (expired or closed).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// State is the session's state now.
+func (c *Client) State() session.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease.Check(c.clock.Now())
+}
+
+// SessionInfo describes the session.
+type SessionInfo struct {
+	ID        uint64
+	TTL       time.Duration
+	LeaseLeft time.Duration
+	State     session.State
+	Master    string
+	Epoch     uint64
+	Cell      string
+}
+
+// Session describes the session now.
+func (c *Client) Session() SessionInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: c.lease.Check(now),
+		Master: c.master, Epoch: c.epoch, Cell: c.cell}
+}
+
+// Cell returns the cell's name; its namespace root is /ls/<cell>.
+func (c *Client) Cell() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cell
+}
+
+// CheckSequencer asks the cell whether seq is valid now.
+func (c *Client) CheckSequencer(ctx context.Context, seq Sequencer) (bool, error) {
+	var rep wire.CheckSequencerReply
+	err := c.do(ctx, wire.MCheckSequencer, wire.CheckSequencerArgs{Seq: seq}, &rep, true)
+	return rep.Valid, err
+}
+
+// Close ends the session at once: its locks are released (without
+// lock-delay) and its ephemeral nodes deleted.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	expired := c.lease.State() == session.Expired
+	c.mu.Unlock()
+	var err error
+	if !expired {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = c.do(ctx, wire.MCloseSession, wire.Empty{}, nil, true)
+		cancel()
+		if errors.Is(err, ErrSessionExpired) {
+			err = nil
+		}
+	}
+	c.mu.Lock()
+	c.closed = true
+	conn := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	close(c.stop)
+	if conn != nil {
+		conn.close()
+	}
+	<-c.done
+	c.loseLocks()
+	return err
+}

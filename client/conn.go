@@ -1,0 +1,149 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server/wire"
+)
+
+// errConnLost: the connection failed while a call was in flight; the call may
+// or may not have been applied.
+var errConnLost = errors.New("connection to the master lost")
+
+// rpcConn multiplexes calls over one TCP connection: a reader goroutine
+// matches responses to calls by id.
+type rpcConn struct {
+	addr    string
+	nc      net.Conn
+	wmu     sync.Mutex
+	wbuf    []byte
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *wire.Response
+	err     error
+	done    chan struct{}
+}
+
+func dialConn(ctx context.Context, addr string) (*rpcConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		tc.SetKeepAlive(true)
+		tc.SetKeepAlivePeriod(5 * time.Second)
+	}
+	c := &rpcConn{addr: addr, nc: nc, pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
+	go c.readLoop()
+	return c, nil
+}
+
+func (c *rpcConn) readLoop() {
+	br := bufio.NewReaderSize(c.nc, 16<<10)
+	for {
+		frame, err := wire.ReadFrame(br)
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
+			return
+		}
+		resp, err := wire.DecodeResponse(frame)
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
+			return
+		}
+		c.mu.Lock()
+		ch, ok := c.pending[resp.ID]
+		delete(c.pending, resp.ID)
+		c.mu.Unlock()
+		if ok {
+			ch <- resp
+		} else if resp.ID == 0 && resp.Code != "" {
+			c.fail(fmt.Errorf("%w: server: %s", errConnLost, resp.Error))
+			return
+		}
+	}
+}
+
+// fail closes the connection and fails every pending call.
+func (c *rpcConn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	close(c.done)
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, ch := range pending {
+		ch <- &wire.Response{Code: "conn", Error: err.Error()}
+	}
+}
+
+func (c *rpcConn) close() { c.fail(errors.New("connection closed by client")) }
+
+// call sends one request and waits for its response or ctx.
+func (c *rpcConn) call(ctx context.Context, m wire.Method, epoch, sess uint64, args, reply any) error {
+	body, err := wire.Marshal(args)
+	if err != nil {
+		return err
+	}
+	ch := make(chan *wire.Response, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+
+	c.wmu.Lock()
+	c.wbuf, err = wire.AppendFrame(c.wbuf[:0], &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess, Body: body})
+	if err == nil {
+		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_, err = c.nc.Write(c.wbuf)
+	}
+	if cap(c.wbuf) > 64<<10 {
+		c.wbuf = nil
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
+	}
+	select {
+	case resp := <-ch:
+		if resp.Code == "conn" {
+			return fmt.Errorf("%w: %s", errConnLost, resp.Error)
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if reply != nil && len(resp.Body) > 0 {
+			if err := wire.Unmarshal(resp.Body, reply); err != nil {
+				return fmt.Errorf("%w: decode %s reply: %v", fs.ErrBadRequest, m, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		if c.pending != nil {
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}

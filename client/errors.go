@@ -1,0 +1,64 @@
+package client
+
+import (
+	"errors"
+
+	"github.com/chubby-dev/chubby/fs"
+)
+
+// Sentinel errors, shared with the server through package fs so errors.Is
+// works on errors that crossed the wire.
+var (
+	// ErrNoSuchNode: Open without create, Get*, Delete of a missing path.
+	ErrNoSuchNode = fs.ErrNoSuchNode
+	// ErrExists: Open with Exclusive of an existing path.
+	ErrExists = fs.ErrExists
+	// ErrNotDir, ErrIsDir: the node is of the other kind.
+	ErrNotDir = fs.ErrNotDir
+	ErrIsDir  = fs.ErrIsDir
+	// ErrNotEmpty: Delete of a directory with children.
+	ErrNotEmpty = fs.ErrNotEmpty
+	// ErrBadPath: not a clean path under /ls/<cell>/.
+	ErrBadPath = fs.ErrBadPath
+	// ErrTooLarge: contents over 256 KiB.
+	ErrTooLarge = fs.ErrTooLarge
+	// ErrStaleHandle: the handle's node was deleted (and maybe recreated).
+	ErrStaleHandle = fs.ErrStaleHandle
+	// ErrSessionExpired: the session ended; every handle and lock is invalid.
+	ErrSessionExpired = fs.ErrSessionExpired
+	// ErrLockHeld: TryAcquire of a lock held by another session.
+	ErrLockHeld = fs.ErrLockHeld
+	// ErrLockDelay: TryAcquire of a free lock in its lock-delay.
+	ErrLockDelay = fs.ErrLockDelay
+	// ErrNotHeld: Release or Sequencer of a lock this handle does not hold.
+	ErrNotHeld = fs.ErrNotHeld
+	// ErrCASMismatch: SetContentsIf with a stale content generation.
+	ErrCASMismatch = fs.ErrCASMismatch
+	// ErrBadSequencer: a fenced write whose sequencer is no longer valid, or
+	// a sequencer string that does not parse.
+	ErrBadSequencer = fs.ErrBadSequencer
+	// ErrPermission: the operation is not allowed on this node.
+	ErrPermission = fs.ErrPermission
+	// ErrUnavailable: no master could be reached in time.
+	ErrUnavailable = fs.ErrUnavailable
+	// ErrClosed: the Client or Handle was closed.
+	ErrClosed = errors.New("client closed")
+)
+
+// Stat is a node's metadata.
+type Stat = fs.Stat
+
+// Sequencer is a fencing token of a held lock.
+type Sequencer = fs.Sequencer
+
+// Mode is a lock mode.
+type Mode = fs.Mode
+
+// The lock modes.
+const (
+	Exclusive = fs.Exclusive
+	Shared    = fs.Shared
+)
+
+// ParseSequencer reads a sequencer printed by Sequencer.String.
+func ParseSequencer(s string) (Sequencer, error) { return fs.ParseSequencer(s) }

@@ -1,0 +1,74 @@
+// Command chubbyd runs one server of a chubby cell. With no flags it is a
+// one-server cell "local" on 127.0.0.1 with its data in ./chubby-data.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/chubby-dev/chubby/server"
+	"github.com/hashicorp/go-hclog"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg := server.DefaultConfig()
+	fl := flag.NewFlagSet("chubbyd", flag.ContinueOnError)
+	fl.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "unique server name")
+	fl.StringVar(&cfg.Cell, "cell", cfg.Cell, "cell name; namespace root is /ls/NAME")
+	fl.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "raft log, snapshots, state")
+	fl.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "client RPC address")
+	fl.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "raft transport address")
+	fl.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist address")
+	fl.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, `/metrics, /status, /healthz ("" disables)`)
+	join := fl.String("join", "", "comma-separated gossip addresses of running members")
+	fl.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", cfg.BootstrapExpect, "servers to wait for before the cell bootstraps")
+	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
+	if err := fl.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "chubbyd: unexpected arguments %q\n", fl.Args())
+		return 2
+	}
+	if *join != "" {
+		for _, a := range strings.Split(*join, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				cfg.Join = append(cfg.Join, a)
+			}
+		}
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr})
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return 2
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", err)
+		return 1
+	}
+	if err := srv.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	cfg.Logger.Info("shutting down", "signal", s.String())
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd: shutdown: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config configures one chubbyd server.
+type Config struct {
+	NodeID          string
+	Cell            string
+	DataDir         string
+	RPCAddr         string
+	RaftAddr        string
+	GossipAddr      string
+	HTTPAddr        string // "" disables the HTTP endpoint
+	Join            []string
+	BootstrapExpect int
+
+	// DefaultTTL is granted to sessions that ask for none.
+	DefaultTTL time.Duration
+	// SnapshotThreshold is how many log entries trigger a snapshot.
+	SnapshotThreshold uint64
+	// NoSync turns fsync of the raft log off. Only for tests that measure
+	// something else; never set by chubbyd.
+	NoSync bool
+
+	// Clock drives leases, lock-delay and KeepAlive holds (RealClock if nil).
+	Clock session.Clock
+	// Logger receives the server's hclog lines (stderr if nil).
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns the configuration of a bare `chubbyd`: a one-server
+// cell "local" on the default loopback ports with data in ./chubby-data.
+func DefaultConfig() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "chubbyd"
+	}
+	return Config{
+		NodeID:            host,
+		Cell:              "local",
+		DataDir:           "chubby-data",
+		RPCAddr:           "127.0.0.1:7100",
+		RaftAddr:          "127.0.0.1:7101",
+		GossipAddr:        "127.0.0.1:7102",
+		HTTPAddr:          "127.0.0.1:7180",
+		BootstrapExpect:   1,
+		DefaultTTL:        session.DefaultTTL,
+		SnapshotThreshold: 8192,
+	}
+}
+
+// Validate checks the configuration; its messages name the offending values.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node-id must not be empty"))
+	}
+	if !fs.ValidCellName(c.Cell) {
+		errs = append(errs, fmt.Errorf("cell %q: use letters, digits, '-', '_' or '.'", c.Cell))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data-dir must not be empty"))
+	}
+	for _, a := range []struct{ name, v string }{{"rpc-addr", c.RPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %v", a.name, a.v, err))
+		}
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("http-addr %q: %v", c.HTTPAddr, err))
+		}
+	}
+	if c.BootstrapExpect < 1 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))
+	}
+	if c.BootstrapExpect > 1 || len(c.Join) > 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d / join %v: a multi-server cell needs the replicated cell, which this build does not have yet; run one server", c.BootstrapExpect, c.Join))
+	}
+	if c.DefaultTTL != 0 && (c.DefaultTTL < session.MinTTL || c.DefaultTTL > session.MaxTTL) {
+		errs = append(errs, fmt.Errorf("default TTL %v: must be within [%v, %v]", c.DefaultTTL, session.MinTTL, session.MaxTTL))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server/wire"
+)
+
+// conn is one client connection. A reader goroutine decodes calls and hands
+// them to the dispatch table; replies may come from any goroutine (a handler,
+// a KeepAlive hold timer, a lock grant) and are serialised by wmu.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	wmu    sync.Mutex
+	buf    []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.closed)
+		c.nc.Close()
+	})
+}
+
+// send writes one response frame. Errors close the connection.
+func (c *conn) send(resp *wire.Response) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var err error
+	c.buf, err = wire.AppendFrame(c.buf[:0], resp)
+	if err != nil {
+		c.s.log.Error("encode response", "err", err)
+		return
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.nc.Write(c.buf); err != nil {
+		c.close()
+	}
+	if cap(c.buf) > 64<<10 {
+		c.buf = nil
+	}
+}
+
+// reply answers call id with body or err.
+func (c *conn) reply(id uint64, body any, err error) {
+	resp := &wire.Response{ID: id}
+	if err != nil {
+		resp.Code = fs.Code(err)
+		resp.Error = err.Error()
+	} else if body != nil {
+		b, merr := wire.Marshal(body)
+		if merr != nil {
+			resp.Code, resp.Error = "internal", merr.Error()
+		} else {
+			resp.Body = b
+		}
+	}
+	c.send(resp)
+}
+
+// serve reads calls until the connection fails or carries garbage.
+func (c *conn) serve() {
+	defer c.close()
+	defer c.s.dropConn(c)
+	for {
+		frame, err := wire.ReadFrame(c.br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.s.metrics.badFrames.Inc()
+				c.s.rpcLog.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+				c.reply(0, nil, errBadRequest("bad frame: %v", err))
+			}
+			return
+		}
+		req, err := wire.DecodeRequest(frame)
+		if err != nil {
+			c.s.metrics.badFrames.Inc()
+			c.s.rpcLog.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.reply(0, nil, errBadRequest("%v", err))
+			return
+		}
+		if req.Method == wire.MInvalid || req.Method >= wire.MethodCount || calls[req.Method].handle == nil {
+			c.s.metrics.badFrames.Inc()
+			c.reply(req.ID, nil, errBadRequest("unknown call %d", req.Method))
+			return
+		}
+		c.s.dispatch(c, req)
+	}
+}
+
+func errBadRequest(format string, args ...any) error {
+	return fs.FromCode("bad_request", "bad request: "+sprintf(format, args...))
+}

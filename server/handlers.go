@@ -1,0 +1,352 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/session"
+)
+
+// call is one request being served.
+type call struct {
+	s   *Server
+	c   *conn
+	req *wire.Request
+}
+
+// callSpec is an entry of the RPC dispatch table.
+type callSpec struct {
+	// inline calls run on the connection's reader goroutine and must not
+	// block; the others get a goroutine for their duration.
+	inline bool
+	// needSession: the call must name a live session of this master.
+	needSession bool
+	// handle returns the reply body, or errDeferred when it will reply later.
+	handle func(*call) (any, error)
+}
+
+// errDeferred tells dispatch that the handler replies by itself later.
+var errDeferred = fmt.Errorf("deferred")
+
+// calls is the one dispatch table of the RPC service.
+var calls [wire.MethodCount]callSpec
+
+func init() {
+	calls = [wire.MethodCount]callSpec{
+		wire.MHello:          {inline: true, handle: (*call).hello},
+		wire.MCreateSession:  {handle: (*call).createSession},
+		wire.MKeepAlive:      {inline: true, needSession: true, handle: (*call).keepAlive},
+		wire.MCloseSession:   {needSession: true, handle: (*call).closeSession},
+		wire.MOpen:           {needSession: true, handle: (*call).open},
+		wire.MGetContents:    {inline: true, needSession: true, handle: (*call).getContents},
+		wire.MGetStat:        {inline: true, needSession: true, handle: (*call).getStat},
+		wire.MReadDir:        {inline: true, needSession: true, handle: (*call).readDir},
+		wire.MSetContents:    {needSession: true, handle: (*call).setContents},
+		wire.MDelete:         {needSession: true, handle: (*call).delete},
+		wire.MAcquire:        {needSession: true, handle: (*call).acquire},
+		wire.MCancelAcquire:  {needSession: true, handle: (*call).cancelAcquire},
+		wire.MRelease:        {needSession: true, handle: (*call).release},
+		wire.MSequencer:      {inline: true, needSession: true, handle: (*call).sequencer},
+		wire.MCheckSequencer: {inline: true, handle: (*call).checkSequencer},
+	}
+}
+
+// dispatch checks the epoch and session of a call and runs its handler.
+func (s *Server) dispatch(c *conn, req *wire.Request) {
+	spec := calls[req.Method]
+	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
+	run := func() {
+		body, err := s.precheck(req, spec)
+		if err == nil {
+			body, err = spec.handle(&call{s: s, c: c, req: req})
+		}
+		if err == errDeferred {
+			return
+		}
+		c.reply(req.ID, body, err)
+	}
+	if spec.inline {
+		run()
+		return
+	}
+	go run()
+}
+
+func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
+	if req.Method == wire.MHello {
+		return nil, nil
+	}
+	epoch := s.epoch.Load()
+	if epoch == 0 {
+		return nil, fmt.Errorf("%w: %s is not serving as master", fs.ErrNotMaster, s.cfg.NodeID)
+	}
+	if req.Epoch != epoch {
+		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", fs.ErrWrongEpoch, req.Epoch, epoch)
+	}
+	if spec.needSession && !s.leases.alive(req.Session) {
+		return nil, fmt.Errorf("%w: session %d", fs.ErrSessionExpired, req.Session)
+	}
+	return nil, nil
+}
+
+func (c *call) decode(v any) error {
+	if err := wire.Unmarshal(c.req.Body, v); err != nil {
+		return errBadRequest("%s arguments: %v", c.req.Method, err)
+	}
+	return nil
+}
+
+// apply proposes a command on behalf of the call's session.
+func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
+	cmd.Session = c.req.Session
+	res, err := c.s.propose(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.Err
+}
+
+func (c *call) checkPath(p string) error { return fs.CheckPath(c.s.cfg.Cell, p) }
+
+func (c *call) hello() (any, error) {
+	rep := wire.HelloReply{Cell: c.s.cfg.Cell, Node: c.s.cfg.NodeID, Servers: []string{c.s.RPCAddr()}}
+	if e := c.s.epoch.Load(); e != 0 {
+		rep.IsMaster, rep.Master, rep.Epoch = true, c.s.RPCAddr(), e
+	}
+	return rep, nil
+}
+
+func (c *call) createSession() (any, error) {
+	var a wire.CreateSessionArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	ttl := session.NegotiateTTL(time.Duration(a.TTL))
+	if a.TTL == 0 {
+		ttl = c.s.cfg.DefaultTTL
+	}
+	res, err := c.s.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl)})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	c.s.leases.add(c.s.clock.Now(), res.Session, ttl)
+	c.s.metrics.created.Inc()
+	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl)}, nil
+}
+
+func (c *call) keepAlive() (any, error) {
+	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session); err != nil {
+		return nil, err
+	}
+	return nil, errDeferred
+}
+
+func (c *call) closeSession() (any, error) {
+	_, err := c.apply(&fs.Command{Op: fs.OpEndSession})
+	return wire.Empty{}, err
+}
+
+func (c *call) open() (any, error) {
+	var a wire.OpenArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	if !a.Create {
+		var st fs.Stat
+		var err error
+		c.s.fsm.read(func(s *fs.State) { st, err = s.Stat(a.Path) })
+		return wire.StatReply{Stat: st}, err
+	}
+	res, err := c.apply(&fs.Command{Op: fs.OpCreate, Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive})
+	if err != nil {
+		return nil, err
+	}
+	return wire.StatReply{Stat: res.Stat}, nil
+}
+
+func (c *call) getContents() (any, error) {
+	var a wire.NodeArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	var rep wire.ContentsReply
+	var err error
+	c.s.fsm.read(func(s *fs.State) { rep.Data, rep.Stat, err = s.Get(a.Path, a.Instance) })
+	return rep, err
+}
+
+func (c *call) getStat() (any, error) {
+	var a wire.NodeArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	var rep wire.StatReply
+	var err error
+	c.s.fsm.read(func(s *fs.State) { rep.Stat, err = s.StatInstance(a.Path, a.Instance) })
+	return rep, err
+}
+
+func (c *call) readDir() (any, error) {
+	var a wire.NodeArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	var rep wire.ReadDirReply
+	var err error
+	c.s.fsm.read(func(s *fs.State) {
+		rep.Children, err = s.Children(a.Path, a.Instance)
+		if err == nil {
+			rep.Stat, err = s.StatInstance(a.Path, a.Instance)
+		}
+	})
+	return rep, err
+}
+
+func (c *call) setContents() (any, error) {
+	var a wire.SetContentsArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	if len(a.Data) > fs.MaxContents {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", fs.ErrTooLarge, len(a.Data), fs.MaxContents)
+	}
+	res, err := c.apply(&fs.Command{Op: fs.OpSetContents, Path: a.Path, Instance: a.Instance, Data: a.Data,
+		Create: a.Create, CAS: a.CAS, Gen: a.Gen, Seq: a.Seq})
+	if err != nil {
+		return nil, err
+	}
+	return wire.StatReply{Stat: res.Stat}, nil
+}
+
+func (c *call) delete() (any, error) {
+	var a wire.DeleteArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	_, err := c.apply(&fs.Command{Op: fs.OpDelete, Path: a.Path, Instance: a.Instance, Seq: a.Seq})
+	return wire.Empty{}, err
+}
+
+func (c *call) acquire() (any, error) {
+	var a wire.AcquireArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	delay, err := session.ValidateLockDelay(time.Duration(a.LockDelay))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", fs.ErrBadRequest, err)
+	}
+	if a.Wait && a.WaitID == 0 {
+		return nil, errBadRequest("a blocking Acquire needs a wait id")
+	}
+	cmd := &fs.Command{Op: fs.OpAcquire, Path: a.Path, Instance: a.Instance, Mode: a.Mode,
+		Wait: a.Wait, WaitID: a.WaitID, LockDelay: int64(delay)}
+	if !a.Wait {
+		res, err := c.apply(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return wire.SeqReply{Seq: res.Seq}, nil
+	}
+	// Register before proposing: the grant may come in the very apply that
+	// queues us, or in any later one.
+	key := waitKey{c.req.Session, a.WaitID}
+	ch := make(chan waitResult, 1)
+	s := c.s
+	s.waitMu.Lock()
+	s.waits[key] = ch
+	s.waitMu.Unlock()
+	unregister := func() {
+		s.waitMu.Lock()
+		if s.waits[key] == ch {
+			delete(s.waits, key)
+		}
+		s.waitMu.Unlock()
+	}
+	res, err := c.apply(cmd)
+	if err != nil {
+		unregister()
+		return nil, err
+	}
+	if !res.Queued {
+		unregister()
+		return wire.SeqReply{Seq: res.Seq}, nil
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return wire.SeqReply{Seq: r.seq}, nil
+	case <-c.c.closed:
+		// The client went away; its wait stays queued (a reconnecting client
+		// re-issues the same wait id; an ended session leaves the queue).
+		unregister()
+		return nil, errDeferred
+	case <-s.shutdown:
+		unregister()
+		return nil, fs.ErrUnavailable
+	}
+}
+
+func (c *call) cancelAcquire() (any, error) {
+	var a wire.CancelAcquireArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	_, err := c.apply(&fs.Command{Op: fs.OpCancelWait, Path: a.Path, WaitID: a.WaitID})
+	return wire.Empty{}, err
+}
+
+func (c *call) release() (any, error) {
+	var a wire.ReleaseArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.checkPath(a.Path); err != nil {
+		return nil, err
+	}
+	_, err := c.apply(&fs.Command{Op: fs.OpRelease, Path: a.Path, Gen: a.Gen})
+	return wire.Empty{}, err
+}
+
+func (c *call) sequencer() (any, error) {
+	var a wire.NodeArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	var rep wire.SeqReply
+	var err error
+	c.s.fsm.read(func(s *fs.State) { rep.Seq, err = s.HeldSequencer(c.req.Session, a.Path) })
+	return rep, err
+}
+
+func (c *call) checkSequencer() (any, error) {
+	var a wire.CheckSequencerArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	var rep wire.CheckSequencerReply
+	c.s.fsm.read(func(s *fs.State) { rep.Valid = s.CheckSequencer(a.Seq) })
+	return rep, nil
+}

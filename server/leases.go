@@ -1,0 +1,237 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/session"
+)
+
+// stallThreshold: an expiry timer that fires this late means the master
+// itself was stalled (GC, SIGSTOP, a slow disk); the session is given a fresh
+// lease instead of being expired for the master's own pause.
+const stallThreshold = time.Second
+
+// leaseTable is the master's in-memory view of session leases. A KeepAlive
+// touches only this table: no raft write, no disk, no goroutine while it is
+// held (a parked poll is a struct and a runtime timer).
+type leaseTable struct {
+	s  *Server
+	mu sync.Mutex
+	m  map[uint64]*lease
+}
+
+type lease struct {
+	id      uint64
+	ttl     time.Duration
+	expires time.Time
+	timer   session.Timer // fires at expires
+	ending  bool          // an expiry command is in flight
+	poll    *poll
+}
+
+// poll is a parked KeepAlive, answered when its hold ends or earlier.
+type poll struct {
+	c     *conn
+	reqID uint64
+	timer session.Timer
+}
+
+func newLeaseTable(s *Server) *leaseTable { return &leaseTable{s: s, m: map[uint64]*lease{}} }
+
+// reset installs a lease of TTL from now for every session of the replicated
+// state: a new master cannot know what an earlier one granted, but no grant
+// exceeded TTL (DESIGN invariant 3).
+func (t *leaseTable) reset(now time.Time, sessions []fs.SessionInfo) {
+	t.mu.Lock()
+	parked := t.clearLocked()
+	for _, si := range sessions {
+		t.addLocked(now, si.ID, time.Duration(si.TTL))
+	}
+	t.s.metrics.sessions.Set(float64(len(t.m)))
+	t.mu.Unlock()
+	answerAll(parked, nil, fs.ErrNotMaster)
+}
+
+func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.addLocked(now, id, ttl)
+	t.s.metrics.sessions.Set(float64(len(t.m)))
+}
+
+func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration) {
+	l := &lease{id: id, ttl: ttl, expires: now.Add(ttl)}
+	l.timer = t.s.clock.AfterFunc(ttl, func() { t.timeout(id) })
+	t.m[id] = l
+}
+
+// clear drops every lease (this server is no longer master). Parked polls
+// are answered with not_master so clients look for the new master.
+func (t *leaseTable) clear() {
+	t.mu.Lock()
+	parked := t.clearLocked()
+	t.s.metrics.sessions.Set(0)
+	t.mu.Unlock()
+	answerAll(parked, nil, fs.ErrNotMaster)
+}
+
+func (t *leaseTable) clearLocked() []*poll {
+	var parked []*poll
+	for id, l := range t.m {
+		l.timer.Stop()
+		if p := l.poll; p != nil {
+			p.timer.Stop()
+			parked = append(parked, p)
+		}
+		delete(t.m, id)
+	}
+	return parked
+}
+
+// answerAll replies to parked polls; called without t.mu so a slow client
+// connection never blocks the lease table.
+func answerAll(ps []*poll, body any, err error) {
+	for _, p := range ps {
+		p.c.reply(p.reqID, body, err)
+	}
+}
+
+// remove forgets a session ended in the replicated state; a parked poll is
+// told the session expired.
+func (t *leaseTable) remove(id uint64) {
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	l.timer.Stop()
+	p := l.poll
+	if p != nil {
+		p.timer.Stop()
+	}
+	delete(t.m, id)
+	t.s.metrics.sessions.Set(float64(len(t.m)))
+	t.mu.Unlock()
+	if p != nil {
+		p.c.reply(p.reqID, nil, fs.ErrSessionExpired)
+	}
+}
+
+// alive reports whether the session has a lease on this master.
+func (t *leaseTable) alive(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.m[id]
+	return ok && !l.ending
+}
+
+// keepAlive extends the lease to now+TTL and parks the call until its hold
+// ends; a previous parked poll of the same session is answered at once.
+func (t *leaseTable) keepAlive(c *conn, reqID, id uint64) error {
+	now := t.s.clock.Now()
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok || l.ending {
+		t.mu.Unlock()
+		return fs.ErrSessionExpired
+	}
+	t.extendLocked(l, now)
+	old := l.poll
+	if old != nil {
+		old.timer.Stop()
+	}
+	hold := t.s.jitterHold(l.ttl)
+	p := &poll{c: c, reqID: reqID}
+	p.timer = t.s.clock.AfterFunc(hold, func() { t.answer(id, p) })
+	l.poll = p
+	ttl := l.ttl
+	t.mu.Unlock()
+	if old != nil {
+		old.c.reply(old.reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
+	}
+	t.s.metrics.keepAlives.Inc()
+	return nil
+}
+
+// answer ends a poll's hold: the lease is extended again and granted.
+func (t *leaseTable) answer(id uint64, p *poll) {
+	now := t.s.clock.Now()
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok || l.poll != p {
+		t.mu.Unlock()
+		return
+	}
+	l.poll = nil
+	t.extendLocked(l, now)
+	ttl := l.ttl
+	t.mu.Unlock()
+	p.c.reply(p.reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
+}
+
+func (t *leaseTable) extendLocked(l *lease, now time.Time) {
+	if e := now.Add(l.ttl); e.After(l.expires) {
+		l.expires = e
+	}
+	l.timer.Reset(l.expires.Sub(now))
+}
+
+// timeout runs when a lease's timer fires. The session is expired only if
+// its lease really ended, the timer was not delayed by a stall of this
+// process, and this server has just confirmed it is still the leader.
+func (t *leaseTable) timeout(id uint64) {
+	now := t.s.clock.Now()
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok || l.ending {
+		t.mu.Unlock()
+		return
+	}
+	if now.Before(l.expires) {
+		l.timer.Reset(l.expires.Sub(now))
+		t.mu.Unlock()
+		return
+	}
+	if late := now.Sub(l.expires); late > stallThreshold {
+		t.s.log.Warn("lease timer fired late: the master stalled; giving the session a fresh lease", "session", id, "late", late)
+		l.expires = now.Add(l.ttl)
+		l.timer.Reset(l.ttl)
+		t.mu.Unlock()
+		return
+	}
+	l.ending = true
+	t.mu.Unlock()
+	go t.expire(l)
+}
+
+func (t *leaseTable) expire(l *lease) {
+	s := t.s
+	retry := func() {
+		t.mu.Lock()
+		if cur, ok := t.m[l.id]; ok && cur == l {
+			l.ending = false
+			l.timer.Reset(time.Second)
+		}
+		t.mu.Unlock()
+	}
+	if err := s.raft.VerifyLeader().Error(); err != nil {
+		s.log.Warn("not expiring session: leadership not confirmed", "session", l.id, "err", err)
+		retry()
+		return
+	}
+	s.log.Info("session expired", "session", l.id)
+	res, err := s.propose(&fs.Command{Op: fs.OpEndSession, Session: l.id, Expired: true})
+	if err != nil {
+		s.log.Warn("expiring session failed", "session", l.id, "err", err)
+		retry()
+		return
+	}
+	if res.Err != nil {
+		t.remove(l.id)
+	}
+	s.metrics.expired.Inc()
+}

@@ -1,0 +1,499 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Server is one chubbyd: a raft replica of the namespace and, when it is the
+// raft leader, the master that serves clients.
+type Server struct {
+	cfg    Config
+	log    hclog.Logger
+	rpcLog hclog.Logger
+	clock  session.Clock
+
+	fsm       *fsm
+	raft      *raft.Raft
+	store     *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	notifyCh  chan bool
+
+	ln       net.Listener
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	metrics  *metrics
+	connsMu  sync.Mutex
+	conns    map[*conn]struct{}
+	shutdown chan struct{}
+	wg       sync.WaitGroup
+	closing  atomic.Bool
+
+	// epoch is the master epoch while this server is the serving master,
+	// 0 otherwise.
+	epoch atomic.Uint64
+
+	masterMu sync.Mutex // serialises becoming and ceasing to be master
+	leases   *leaseTable
+
+	waitMu sync.Mutex
+	waits  map[waitKey]chan waitResult
+
+	delayMu sync.Mutex
+	delays  map[string]session.Timer
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+}
+
+type waitKey struct {
+	session uint64
+	waitID  uint64
+}
+
+type waitResult struct {
+	seq fs.Sequencer
+	err error
+}
+
+// New validates cfg and opens the server's storage. Start begins serving.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = session.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.Info, Output: os.Stderr})
+	}
+	if cfg.DefaultTTL == 0 {
+		cfg.DefaultTTL = session.DefaultTTL
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		rpcLog:   cfg.Logger.Named("rpc"),
+		clock:    cfg.Clock,
+		fsm:      newFSM(cfg.Cell),
+		conns:    map[*conn]struct{}{},
+		shutdown: make(chan struct{}),
+		waits:    map[waitKey]chan waitResult{},
+		delays:   map[string]session.Timer{},
+		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
+		metrics:  newMetrics(),
+	}
+	s.leases = newLeaseTable(s)
+	s.fsm.onApply = s.onApply
+	return s, nil
+}
+
+// Start opens the raft log, joins or bootstraps the cell and starts serving
+// RPC and HTTP. It returns once the listeners are bound.
+func (s *Server) Start() error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data-dir %s: %w", s.cfg.DataDir, err)
+	}
+	if err := s.startRaft(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.RPCAddr)
+	if err != nil {
+		s.stopRaft()
+		return fmt.Errorf("rpc-addr %s: %w", s.cfg.RPCAddr, err)
+	}
+	s.ln = ln
+	if s.cfg.HTTPAddr != "" {
+		if err := s.startHTTP(); err != nil {
+			ln.Close()
+			s.stopRaft()
+			return err
+		}
+	}
+	s.wg.Add(2)
+	go s.acceptLoop()
+	go s.leadershipLoop()
+	s.log.Info("serving", "node", s.cfg.NodeID, "cell", s.cfg.Cell, "rpc", ln.Addr().String(), "raft", s.cfg.RaftAddr, "data", s.cfg.DataDir)
+	return nil
+}
+
+func (s *Server) startRaft() error {
+	rlog := s.log.Named("raft")
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.cfg.NodeID)
+	rc.Logger = rlog
+	rc.HeartbeatTimeout = 500 * time.Millisecond
+	rc.ElectionTimeout = 500 * time.Millisecond
+	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
+	rc.TrailingLogs = 10240
+	s.notifyCh = make(chan bool, 16)
+	rc.NotifyCh = s.notifyCh
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(s.cfg.DataDir, "raft.db"), NoSync: s.cfg.NoSync})
+	if err != nil {
+		return fmt.Errorf("open raft log in %s: %w", s.cfg.DataDir, err)
+	}
+	s.store = store
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, rlog)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("snapshot store in %s: %w", s.cfg.DataDir, err)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, rlog)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+	}
+	s.transport = trans
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return err
+	}
+	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return fmt.Errorf("start raft: %w", err)
+	}
+	s.raft = r
+	if !existing {
+		s.log.Info("bootstrapping a new one-server cell", "node", s.cfg.NodeID)
+		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			s.stopRaft()
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) stopRaft() {
+	if s.raft != nil {
+		if err := s.raft.Shutdown().Error(); err != nil {
+			s.log.Warn("raft shutdown", "err", err)
+		}
+	}
+	if s.transport != nil {
+		s.transport.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+// RPCAddr is the bound client address.
+func (s *Server) RPCAddr() string { return s.ln.Addr().String() }
+
+// HTTPAddr is the bound HTTP address ("" when disabled).
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// IsMaster reports whether this server is serving as master.
+func (s *Server) IsMaster() bool { return s.epoch.Load() != 0 }
+
+// Epoch returns the master epoch while serving, 0 otherwise.
+func (s *Server) Epoch() uint64 { return s.epoch.Load() }
+
+// WaitMaster blocks until this server serves as master or ctx ends.
+func (s *Server) WaitMaster(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !s.IsMaster() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Close shuts the server down: it stops accepting calls, ends connections
+// and shuts raft down. Sessions stay in the replicated state; a restarted
+// master gives each of them a fresh TTL.
+func (s *Server) Close() error {
+	if !s.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.shutdown)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	s.connsMu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.connsMu.Unlock()
+	s.revokeMaster()
+	s.stopRaft()
+	s.wg.Wait()
+	s.log.Info("stopped", "node", s.cfg.NodeID)
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return
+			}
+			s.rpcLog.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+			tc.SetKeepAlive(true)
+		}
+		c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
+		s.connsMu.Lock()
+		if s.closing.Load() {
+			s.connsMu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.connsMu.Unlock()
+		s.metrics.conns.Inc()
+		go c.serve()
+	}
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.connsMu.Lock()
+	delete(s.conns, c)
+	s.connsMu.Unlock()
+	s.metrics.conns.Dec()
+}
+
+// leadershipLoop turns raft leadership changes into becoming and ceasing to
+// be master.
+func (s *Server) leadershipLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.shutdown:
+			return
+		case leader := <-s.notifyCh:
+			if leader {
+				go s.establishMaster()
+			} else {
+				s.revokeMaster()
+			}
+		}
+	}
+}
+
+// establishMaster runs when this server becomes raft leader: it waits until
+// every earlier entry is applied, starts a new epoch through the log, gives
+// every session a fresh lease of its TTL (the most an earlier master could
+// have granted), re-arms lock-delay timers and starts serving.
+func (s *Server) establishMaster() {
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if s.raft.State() != raft.Leader || s.closing.Load() {
+		return
+	}
+	if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
+		s.log.Warn("barrier before serving failed", "err", err)
+		return
+	}
+	res, err := s.propose(&fs.Command{Op: fs.OpNewEpoch})
+	if err != nil {
+		s.log.Warn("new epoch failed", "err", err)
+		return
+	}
+	now := s.clock.Now()
+	var sessions []fs.SessionInfo
+	var delayed []fs.Delayed
+	s.fsm.read(func(st *fs.State) {
+		sessions = st.Sessions()
+		delayed = st.DelayedLocks()
+	})
+	s.leases.reset(now, sessions)
+	for _, d := range delayed {
+		s.armDelay(d)
+	}
+	s.epoch.Store(res.Epoch)
+	s.metrics.epoch.Set(float64(res.Epoch))
+	s.log.Info("serving as master", "epoch", res.Epoch, "sessions", len(sessions))
+}
+
+// revokeMaster stops serving: KeepAlive polls and blocked calls are failed
+// so clients look for the new master.
+func (s *Server) revokeMaster() {
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if s.epoch.Swap(0) == 0 {
+		return
+	}
+	s.log.Info("no longer master")
+	s.leases.clear()
+	s.delayMu.Lock()
+	for p, t := range s.delays {
+		t.Stop()
+		delete(s.delays, p)
+	}
+	s.delayMu.Unlock()
+	s.waitMu.Lock()
+	for k, ch := range s.waits {
+		select {
+		case ch <- waitResult{err: fs.FromCode("not_master", "not the master any more")}:
+		default:
+		}
+		delete(s.waits, k)
+	}
+	s.waitMu.Unlock()
+}
+
+// propose stamps cmd with the master's clock, replicates it and returns the
+// applied result. The error is non-nil only when the command may not have
+// been applied (not leader, shutdown, timeout).
+func (s *Server) propose(cmd *fs.Command) (*fs.Result, error) {
+	cmd.Now = s.clock.Now().UnixNano()
+	b, err := cmd.Encode()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	f := s.raft.Apply(b, 10*time.Second)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, fmt.Errorf("%w: %v", fs.ErrNotMaster, err)
+		default:
+			return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+		}
+	}
+	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
+	res, ok := f.Response().(*fs.Result)
+	if !ok {
+		return nil, fmt.Errorf("%w: unexpected apply response %T", fs.ErrUnavailable, f.Response())
+	}
+	return res, nil
+}
+
+// onApply acts on a command's effects. It runs on raft's FSM goroutine on
+// every replica; the maps it touches are empty except on the master.
+func (s *Server) onApply(cmd *fs.Command, res *fs.Result) {
+	for _, id := range res.Ended {
+		s.leases.remove(id)
+	}
+	if len(res.Grants) > 0 || len(res.Cancelled) > 0 {
+		ended := map[uint64]bool{}
+		for _, id := range res.Ended {
+			ended[id] = true
+		}
+		s.waitMu.Lock()
+		for _, g := range res.Grants {
+			s.wakeLocked(waitKey{g.Session, g.WaitID}, waitResult{seq: g.Seq})
+		}
+		for _, c := range res.Cancelled {
+			var err error
+			switch {
+			case ended[c.Session]:
+				err = fmt.Errorf("%w: session %d ended while waiting for %s", fs.ErrSessionExpired, c.Session, c.Path)
+			case cmd.Op == fs.OpCancelWait:
+				err = fmt.Errorf("%w: wait for %s cancelled", fs.ErrNotHeld, c.Path)
+			default:
+				err = fmt.Errorf("%w: %s was deleted while waiting for its lock", fs.ErrStaleHandle, c.Path)
+			}
+			s.wakeLocked(waitKey{c.Session, c.WaitID}, waitResult{err: err})
+		}
+		s.waitMu.Unlock()
+	}
+	if s.IsMaster() {
+		for _, d := range res.Delayed {
+			s.armDelay(d)
+		}
+	}
+}
+
+func (s *Server) wakeLocked(k waitKey, r waitResult) {
+	if ch, ok := s.waits[k]; ok {
+		select {
+		case ch <- r:
+		default:
+		}
+		delete(s.waits, k)
+	}
+}
+
+// armDelay schedules the grant of a lock whose lock-delay ends at d.Until.
+func (s *Server) armDelay(d fs.Delayed) {
+	s.delayMu.Lock()
+	defer s.delayMu.Unlock()
+	if _, ok := s.delays[d.Path]; ok {
+		return
+	}
+	wait := time.Duration(d.Until - s.clock.Now().UnixNano())
+	if wait < 0 {
+		wait = 0
+	}
+	path := d.Path
+	s.delays[path] = s.clock.AfterFunc(wait, func() {
+		s.delayMu.Lock()
+		delete(s.delays, path)
+		s.delayMu.Unlock()
+		if !s.IsMaster() {
+			return
+		}
+		if _, err := s.propose(&fs.Command{Op: fs.OpGrantDelayed, Path: path}); err != nil {
+			s.log.Warn("grant after lock-delay failed", "path", path, "err", err)
+		}
+	})
+}
+
+func (s *Server) jitterHold(ttl time.Duration) time.Duration {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return session.KeepAliveHold(ttl, s.rng)
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

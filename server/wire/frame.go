@@ -1,0 +1,78 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// MaxFrame is the largest frame either side accepts: the content limit plus
+// room for the envelope.
+const MaxFrame = 1 << 20
+
+// ErrFrameTooLarge is returned by ReadFrame for a length prefix over MaxFrame.
+var ErrFrameTooLarge = errors.New("frame too large")
+
+// ReadFrame reads one frame body. It never allocates more than MaxFrame.
+func ReadFrame(r *bufio.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, MaxFrame)
+	}
+	if n == 0 {
+		return nil, errors.New("empty frame")
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// AppendFrame appends v as one frame to dst.
+func AppendFrame(dst []byte, v any) ([]byte, error) {
+	body, err := msgpack.Marshal(v)
+	if err != nil {
+		return dst, err
+	}
+	if len(body) > MaxFrame {
+		return dst, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, len(body), MaxFrame)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
+	return append(dst, body...), nil
+}
+
+// DecodeRequest parses a frame body into a Request.
+func DecodeRequest(b []byte) (*Request, error) {
+	var r Request
+	if err := msgpack.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode request: %w", err)
+	}
+	return &r, nil
+}
+
+// DecodeResponse parses a frame body into a Response.
+func DecodeResponse(b []byte) (*Response, error) {
+	var r Response
+	if err := msgpack.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode response: %w", err)
+	}
+	return &r, nil
+}
+
+// Unmarshal decodes a call's body.
+func Unmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+
+// Marshal encodes a call's body.
+func Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }

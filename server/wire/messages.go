@@ -1,0 +1,196 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Method names a call.
+type Method uint8
+
+// The calls. Every call but Hello carries the master epoch and (except
+// CreateSession and CheckSequencer) a session.
+const (
+	MInvalid        Method = iota
+	MHello                 // HelloArgs → HelloReply
+	MCreateSession         // CreateSessionArgs → CreateSessionReply
+	MKeepAlive             // KeepAliveArgs → KeepAliveReply (long poll)
+	MCloseSession          // Empty → Empty
+	MOpen                  // OpenArgs → StatReply
+	MGetContents           // NodeArgs → ContentsReply
+	MGetStat               // NodeArgs → StatReply
+	MReadDir               // NodeArgs → ReadDirReply
+	MSetContents           // SetContentsArgs → StatReply
+	MDelete                // DeleteArgs → Empty
+	MAcquire               // AcquireArgs → SeqReply (blocks while Wait)
+	MCancelAcquire         // CancelAcquireArgs → Empty
+	MRelease               // ReleaseArgs → Empty
+	MSequencer             // NodeArgs → SeqReply
+	MCheckSequencer        // CheckSequencerArgs → CheckSequencerReply
+	MethodCount
+)
+
+var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
+	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer"}
+
+func (m Method) String() string {
+	if int(m) < len(methodNames) {
+		return methodNames[m]
+	}
+	return fmt.Sprintf("method(%d)", uint8(m))
+}
+
+// Request is the envelope of a call.
+type Request struct {
+	ID      uint64             `msgpack:"id"`
+	Method  Method             `msgpack:"m"`
+	Epoch   uint64             `msgpack:"e"`
+	Session uint64             `msgpack:"s"`
+	Body    msgpack.RawMessage `msgpack:"b"`
+}
+
+// Response is the envelope of a reply. Code is fs.Code of the error, empty
+// on success.
+type Response struct {
+	ID    uint64             `msgpack:"id"`
+	Code  string             `msgpack:"c,omitempty"`
+	Error string             `msgpack:"x,omitempty"`
+	Body  msgpack.RawMessage `msgpack:"b,omitempty"`
+}
+
+// Err rebuilds the error of a response (nil on success).
+func (r *Response) Err() error {
+	if r.Code == "" {
+		return nil
+	}
+	return fs.FromCode(r.Code, r.Error)
+}
+
+// Empty is the body of calls with no arguments or no reply.
+type Empty struct{}
+
+// HelloArgs asks any server about the cell.
+type HelloArgs struct{}
+
+// HelloReply says where the master is.
+type HelloReply struct {
+	Cell     string   `msgpack:"cell"`
+	Node     string   `msgpack:"node"`
+	IsMaster bool     `msgpack:"im"`
+	Master   string   `msgpack:"master"` // RPC address, "" if unknown
+	Epoch    uint64   `msgpack:"epoch"`  // the master's epoch (when IsMaster)
+	Servers  []string `msgpack:"servers"`
+}
+
+// CreateSessionArgs asks for a session with a TTL (0: the default).
+type CreateSessionArgs struct {
+	TTL int64 `msgpack:"ttl"`
+}
+
+// CreateSessionReply carries the new session and its granted TTL.
+type CreateSessionReply struct {
+	Session uint64 `msgpack:"s"`
+	TTL     int64  `msgpack:"ttl"`
+}
+
+// KeepAliveArgs renews the session lease.
+type KeepAliveArgs struct{}
+
+// KeepAliveReply grants a lease of TTL measured from when the KeepAlive was
+// sent (the client subtracts its drift margin).
+type KeepAliveReply struct {
+	TTL int64 `msgpack:"ttl"`
+}
+
+// OpenArgs opens (and optionally creates) a node.
+type OpenArgs struct {
+	Path      string `msgpack:"p"`
+	Create    bool   `msgpack:"c,omitempty"`
+	IsDir     bool   `msgpack:"dir,omitempty"`
+	Ephemeral bool   `msgpack:"eph,omitempty"`
+	Exclusive bool   `msgpack:"x,omitempty"`
+}
+
+// NodeArgs names a node through a handle (Instance 0: any instance).
+type NodeArgs struct {
+	Path     string `msgpack:"p"`
+	Instance uint64 `msgpack:"i,omitempty"`
+}
+
+// StatReply carries a node's metadata.
+type StatReply struct {
+	Stat fs.Stat `msgpack:"st"`
+}
+
+// ContentsReply carries a file's contents and metadata.
+type ContentsReply struct {
+	Data []byte  `msgpack:"d"`
+	Stat fs.Stat `msgpack:"st"`
+}
+
+// ReadDirReply carries a directory's child names.
+type ReadDirReply struct {
+	Children []string `msgpack:"c"`
+	Stat     fs.Stat  `msgpack:"st"`
+}
+
+// SetContentsArgs writes a file, optionally creating it, optionally CAS on
+// the content generation, optionally fenced by a sequencer.
+type SetContentsArgs struct {
+	Path     string        `msgpack:"p"`
+	Instance uint64        `msgpack:"i,omitempty"`
+	Data     []byte        `msgpack:"d"`
+	Create   bool          `msgpack:"c,omitempty"`
+	CAS      bool          `msgpack:"cas,omitempty"`
+	Gen      uint64        `msgpack:"g,omitempty"`
+	Seq      *fs.Sequencer `msgpack:"seq,omitempty"`
+}
+
+// DeleteArgs deletes a node, optionally fenced.
+type DeleteArgs struct {
+	Path     string        `msgpack:"p"`
+	Instance uint64        `msgpack:"i,omitempty"`
+	Seq      *fs.Sequencer `msgpack:"seq,omitempty"`
+}
+
+// AcquireArgs takes a lock. With Wait the call blocks until granted; WaitID
+// identifies the attempt so a retry or a cancel names the same one.
+// LockDelay < 0 asks for the default.
+type AcquireArgs struct {
+	Path      string  `msgpack:"p"`
+	Instance  uint64  `msgpack:"i,omitempty"`
+	Mode      fs.Mode `msgpack:"m"`
+	Wait      bool    `msgpack:"w,omitempty"`
+	WaitID    uint64  `msgpack:"wid,omitempty"`
+	LockDelay int64   `msgpack:"ld"`
+}
+
+// CancelAcquireArgs abandons a blocked Acquire.
+type CancelAcquireArgs struct {
+	Path   string `msgpack:"p"`
+	WaitID uint64 `msgpack:"wid"`
+}
+
+// ReleaseArgs frees the lock acquisition of generation Gen.
+type ReleaseArgs struct {
+	Path string `msgpack:"p"`
+	Gen  uint64 `msgpack:"g"`
+}
+
+// SeqReply carries a sequencer.
+type SeqReply struct {
+	Seq fs.Sequencer `msgpack:"seq"`
+}
+
+// CheckSequencerArgs asks whether a sequencer is valid now.
+type CheckSequencerArgs struct {
+	Seq fs.Sequencer `msgpack:"seq"`
+}
+
+// CheckSequencerReply answers CheckSequencer.
+type CheckSequencerReply struct {
+	Valid bool `msgpack:"v"`
+}
