@@ -295,3 +295,28 @@ func (h *Handle) Close() error {
 	}
 	return err
 }
+
+// WriteFile sets the contents of the file at path, creating it (its parent
+// must exist) if it is missing, in one call.
+func (c *Client) WriteFile(ctx context.Context, path string, data []byte, opts ...WriteOption) (Stat, error) {
+	o := writeOptions(opts)
+	var rep wire.StatReply
+	args := wire.SetContentsArgs{Path: path, Data: data, Create: true, Seq: o.seq}
+	if err := c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+		return Stat{}, fmt.Errorf("write %s: %w", path, err)
+	}
+	return rep.Stat, nil
+}
+
+// WriteFileIf sets the contents of the file at path only if its content
+// generation is gen; gen 0 means "only if the file does not exist" (it is
+// then created). A mismatch fails with ErrCASMismatch.
+func (c *Client) WriteFileIf(ctx context.Context, path string, data []byte, gen uint64, opts ...WriteOption) (Stat, error) {
+	o := writeOptions(opts)
+	var rep wire.StatReply
+	args := wire.SetContentsArgs{Path: path, Data: data, CAS: true, Gen: gen, Seq: o.seq}
+	if err := c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+		return Stat{}, fmt.Errorf("cas %s: %w", path, err)
+	}
+	return rep.Stat, nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// cmdArgs are a command's positional arguments and flags. Flags may appear
+// anywhere after the command name (`write PATH DATA -seq SEQ`); everything
+// after `--` is kept verbatim in rest.
+type cmdArgs struct {
+	pos   []string
+	flags map[string]string
+	rest  []string
+	dash  bool // `--` was present
+}
+
+// parseArgs splits args by the command's known boolean and valued flags.
+func parseArgs(args []string, boolFlags, valueFlags []string) (*cmdArgs, error) {
+	a := &cmdArgs{flags: map[string]string{}}
+	isBool := map[string]bool{}
+	for _, f := range boolFlags {
+		isBool[f] = true
+	}
+	isValue := map[string]bool{}
+	for _, f := range valueFlags {
+		isValue[f] = true
+	}
+	for i := 0; i < len(args); i++ {
+		t := args[i]
+		if t == "--" {
+			a.dash = true
+			a.rest = args[i+1:]
+			return a, nil
+		}
+		if len(t) < 2 || t[0] != '-' || (t[1] >= '0' && t[1] <= '9') {
+			a.pos = append(a.pos, t)
+			continue
+		}
+		name := strings.TrimLeft(t, "-")
+		val, hasVal := "", false
+		if j := strings.IndexByte(name, '='); j >= 0 {
+			name, val, hasVal = name[:j], name[j+1:], true
+		}
+		switch {
+		case isBool[name]:
+			if hasVal && val != "true" && val != "false" {
+				return nil, fmt.Errorf("flag -%s takes no value", name)
+			}
+			if !hasVal || val == "true" {
+				a.flags[name] = "true"
+			}
+		case isValue[name]:
+			if !hasVal {
+				if i+1 >= len(args) {
+					return nil, fmt.Errorf("flag -%s needs a value", name)
+				}
+				i++
+				val = args[i]
+			}
+			a.flags[name] = val
+		default:
+			return nil, fmt.Errorf("unknown flag %s", t)
+		}
+	}
+	return a, nil
+}
+
+func (a *cmdArgs) has(name string) bool { _, ok := a.flags[name]; return ok }
+
+// splitLine splits a script line into words like a POSIX shell would for
+// plain words, 'single quotes', "double quotes" and backslash escapes.
+func splitLine(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated single quote")
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case ch == '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return nil, fmt.Errorf("unterminated double quote")
+			}
+			inWord = true
+		case ch == '\\':
+			if i+1 < len(line) {
+				i++
+				cur.WriteByte(line[i])
+			}
+			inWord = true
+		case ch == ' ' || ch == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case ch == '#' && !inWord:
+			i = len(line)
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}

@@ -1,0 +1,198 @@
+// Command chubbysh is the chubby shell: one-shot commands, scripts on stdin
+// (one session for the whole script) and an interactive prompt.
+//
+//	chubbysh [-cell ADDRS] [-ttl DUR] [-timeout DUR] [-json] [COMMAND ARGS...]
+//
+// Exit codes: 0 ok; 1 the operation failed; 2 usage error; 3 the cell could
+// not be reached or the session expired.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/chubby-dev/chubby/client"
+	"golang.org/x/term"
+)
+
+// Exit codes of CONTRACT.md.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("chubbysh", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	defCell := os.Getenv("CHUBBY_CELL")
+	if defCell == "" {
+		defCell = "127.0.0.1:7100"
+	}
+	cell := fl.String("cell", defCell, "comma-separated RPC addresses of servers of the cell ($CHUBBY_CELL)")
+	ttl := fl.Duration("ttl", 0, "session TTL to ask for (default: the cell's, 12s)")
+	timeout := fl.Duration("timeout", 10*time.Second, "how long to keep trying to reach the cell when starting a session")
+	jsonOut := fl.Bool("json", false, "print exactly one JSON object per command on stdout")
+	fl.Usage = func() {
+		fmt.Fprintf(stderr, "usage: chubbysh [-cell ADDRS] [-ttl DUR] [-timeout DUR] [-json] [COMMAND ARGS...]\n\n")
+		fl.PrintDefaults()
+		fmt.Fprintf(stderr, "\ncommands:\n%s", commandSummary())
+	}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	sh := &shell{
+		servers: splitServers(*cell),
+		ttl:     *ttl,
+		timeout: *timeout,
+		json:    *jsonOut,
+		stdout:  stdout,
+		stderr:  stderr,
+		held:    map[string]*client.Handle{},
+	}
+	if len(sh.servers) == 0 {
+		fmt.Fprintln(stderr, "chubbysh: -cell: no server addresses")
+		return exitUsage
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	sh.signals = sigs
+	defer sh.close()
+
+	if fl.NArg() > 0 {
+		words := fl.Args()
+		if code, ok := sh.checkUsage(words); !ok {
+			return code
+		}
+		sh.oneShot = true
+		return sh.exec(words)
+	}
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return sh.interactive(stdin)
+	}
+	return sh.script(stdin)
+}
+
+func splitServers(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// script runs one command a line in one session, stopping at the first
+// failing line with its exit code.
+func (sh *shell) script(stdin io.Reader) int {
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		words, err := splitLine(sc.Text())
+		if err != nil {
+			sh.errorf("line %d: %v", line, err)
+			return exitUsage
+		}
+		if len(words) == 0 {
+			continue
+		}
+		if words[0] == "exit" || words[0] == "quit" {
+			return exitOK
+		}
+		if code := sh.exec(words); code != exitOK {
+			return code
+		}
+	}
+	if err := sc.Err(); err != nil {
+		sh.errorf("read script: %v", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// interactive is a plain prompt loop; errors are reported and the shell goes on.
+func (sh *shell) interactive(stdin io.Reader) int {
+	sc := bufio.NewScanner(stdin)
+	for {
+		fmt.Fprint(sh.stdout, sh.prompt())
+		if !sc.Scan() {
+			fmt.Fprintln(sh.stdout)
+			return exitOK
+		}
+		words, err := splitLine(sc.Text())
+		if err != nil {
+			sh.errorf("%v", err)
+			continue
+		}
+		if len(words) == 0 {
+			continue
+		}
+		if words[0] == "exit" || words[0] == "quit" {
+			return exitOK
+		}
+		if code := sh.exec(words); code == exitUnreachable && sh.cli != nil && sh.sessionGone() {
+			return code
+		}
+	}
+}
+
+func (sh *shell) prompt() string {
+	state := ""
+	if sh.cli != nil {
+		if s := sh.cli.State().String(); s != "safe" {
+			state = " [" + s + "]"
+		}
+	}
+	return "chubby" + state + "> "
+}
+
+// ensureSession dials the cell on first use.
+func (sh *shell) ensureSession() error {
+	if sh.cli != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
+	defer cancel()
+	cli, err := client.Dial(ctx, client.Config{Servers: sh.servers, SessionTTL: sh.ttl})
+	if err != nil {
+		return err
+	}
+	sh.cli = cli
+	return nil
+}
+
+func (sh *shell) sessionGone() bool {
+	select {
+	case <-sh.cli.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func (sh *shell) close() {
+	if sh.cli != nil {
+		sh.cli.Close()
+	}
+}
