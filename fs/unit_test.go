@@ -1,0 +1,392 @@
+package fs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"pgregory.net/rapid"
+)
+
+// Chubby §2.4: a sequencer is an opaque byte string naming the lock, its mode
+// and its generation, passed to servers that check it. Ours prints as one
+// token and must read back to the same value.
+func TestSequencerStringRoundTrip(t *testing.T) {
+	for _, s := range []Sequencer{
+		{Path: "/ls/local/l", Mode: Exclusive, Gen: 1},
+		{Path: "/ls/local/l", Mode: Shared, Gen: 42},
+		{Path: "/ls/local/a:b:c", Mode: Exclusive, Gen: math.MaxUint64},
+		{Path: "/ls/other-cell/jobs/billing/lock", Mode: Shared, Gen: 7},
+		{Path: "/ls/local/ünï", Mode: Exclusive, Gen: 9},
+	} {
+		text := s.String()
+		if strings.ContainsAny(text, " \t\n") {
+			t.Errorf("%#v prints with a space: %q", s, text)
+		}
+		got, err := ParseSequencer(text)
+		if err != nil || got != s {
+			t.Errorf("ParseSequencer(%q) = %#v, %v; want %#v", text, got, err, s)
+		}
+	}
+	if got := (Sequencer{Path: "/ls/local/l", Mode: Shared, Gen: 5}).String(); got != "S:5:/ls/local/l" {
+		t.Errorf("String() = %q, want S:5:/ls/local/l", got)
+	}
+}
+
+func TestSequencerRoundTripProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := Sequencer{
+			Path: "/ls/" + rapid.String().Draw(t, "rest"),
+			Mode: rapid.SampledFrom([]Mode{Exclusive, Shared}).Draw(t, "mode"),
+			Gen:  rapid.Uint64Min(1).Draw(t, "gen"),
+		}
+		got, err := ParseSequencer(s.String())
+		if err != nil || got != s {
+			t.Fatalf("ParseSequencer(%q) = %#v, %v; want %#v", s.String(), got, err, s)
+		}
+	})
+}
+
+func TestParseSequencerRejects(t *testing.T) {
+	for _, text := range []string{
+		"", "X", "X:1", "X:1/ls/local/l", "Y:1:/ls/local/l", "x:1:/ls/local/l", "XS:1:/ls/local/l",
+		"X:0:/ls/local/l", "X:-1:/ls/local/l", "X:+1:/ls/local/l", "X::/ls/local/l", "X:1.5:/ls/local/l",
+		"X:abc:/ls/local/l", "X:18446744073709551616:/ls/local/l", "X: 1:/ls/local/l",
+		"X:1:", "X:1:ls/local/l", "X:1:/l", "X:1:/lsx/local",
+	} {
+		s, err := ParseSequencer(text)
+		if !errors.Is(err, ErrBadSequencer) {
+			t.Errorf("ParseSequencer(%q) = %#v, %v; want ErrBadSequencer", text, s, err)
+		}
+		if Code(err) != "bad_sequencer" {
+			t.Errorf("ParseSequencer(%q): code %q", text, Code(err))
+		}
+	}
+}
+
+func TestSequencerNewerAndZero(t *testing.T) {
+	a := Sequencer{Path: "/ls/local/l", Mode: Exclusive, Gen: 5}
+	b := Sequencer{Path: "/ls/local/l", Mode: Shared, Gen: 6}
+	c := Sequencer{Path: "/ls/local/m", Mode: Exclusive, Gen: 9}
+	switch {
+	case !b.Newer(a):
+		t.Error("a later generation of the same lock is not Newer")
+	case a.Newer(b), a.Newer(a):
+		t.Error("an older or equal generation is Newer")
+	case c.Newer(a):
+		t.Error("a sequencer of another lock is Newer")
+	case !(Sequencer{}).IsZero(), a.IsZero():
+		t.Error("IsZero")
+	}
+	if Exclusive.String() != "exclusive" || Shared.String() != "shared" || Mode(7).String() != "mode(7)" {
+		t.Errorf("Mode.String: %v %v %v", Exclusive, Shared, Mode(7))
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("n", n) }
+	// A path of exactly MaxPath bytes: /ls/local/ + components of 200 + '/'.
+	exact := "/ls/local/" + strings.Repeat(long(200)+"/", 4) + long(MaxPath-len("/ls/local/")-4*201)
+	if len(exact) != MaxPath {
+		t.Fatalf("exact path is %d bytes", len(exact))
+	}
+	good := []string{
+		"/ls/local", "/ls/local/a", "/ls/local/a/b/c", "/ls/local/.a", "/ls/local/a.", "/ls/local/...",
+		"/ls/local/a-b_c:d@e", "/ls/local/ünïcødé", "/ls/local/" + long(MaxName), exact,
+	}
+	bad := []string{
+		"", "/", "/ls", "/ls/", "/ls/local/", "/ls/localx", "/ls/localx/a", "/ls/other/a", "ls/local/a",
+		"/ls/local//a", "/ls/local/a/", "/ls/local/a//", "//ls/local/a", "/ls/local/.", "/ls/local/..",
+		"/ls/local/a/./b", "/ls/local/a/../b", "/ls/local/a/..",
+		"/ls/local/a\x00", "/ls/local/\x00", "/ls/local/a b", "/ls/local/ a", "/ls/local/a ", "/ls/local/a\tb",
+		"/ls/local/a\nb", "/ls/local/a\rb", "/ls/local/a\x7f", "/ls/local/a\u00a0b", "/ls/local/a\u2028b",
+		"/ls/local/a\u3000b", "/ls/local/a\xff", "/ls/local/\xc3", "/ls/local/" + long(MaxName+1),
+		exact + "n", " /ls/local/a", "/LS/local/a", "/ls/Local/a",
+	}
+	for _, p := range good {
+		if err := CheckPath("local", p); err != nil {
+			t.Errorf("CheckPath(%q) = %v, want nil", p, err)
+		}
+	}
+	for _, p := range bad {
+		if err := CheckPath("local", p); !errors.Is(err, ErrBadPath) {
+			t.Errorf("CheckPath(%q) = %v, want ErrBadPath", p, err)
+		}
+	}
+	if err := CheckPath("other", "/ls/other/a"); err != nil {
+		t.Errorf("CheckPath in cell other: %v", err)
+	}
+}
+
+func TestSplitRootCellName(t *testing.T) {
+	for p, want := range map[string][2]string{
+		"/ls/local/a":     {"/ls/local", "a"},
+		"/ls/local/a/b/c": {"/ls/local/a/b", "c"},
+	} {
+		if d, n := Split(p); d != want[0] || n != want[1] {
+			t.Errorf("Split(%q) = %q, %q", p, d, n)
+		}
+	}
+	if Root("local") != "/ls/local" {
+		t.Errorf("Root = %q", Root("local"))
+	}
+	for name, want := range map[string]bool{
+		"local": true, "a": true, "cell-1_b.c": true, "A9": true, strings.Repeat("c", 64): true,
+		"": false, ".": false, "..": false, "a/b": false, "a b": false, "ünï": false, strings.Repeat("c", 65): false,
+		"a\x00": false, "a:b": false,
+	} {
+		if got := ValidCellName(name); got != want {
+			t.Errorf("ValidCellName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestCommandEncodeDecodeRoundTrip(t *testing.T) {
+	seq := &Sequencer{Path: "/ls/local/l", Mode: Shared, Gen: 77}
+	for op := OpInvalid + 1; op < opMax; op++ {
+		c := &Command{Op: op, Now: testEpoch + 5, Session: 3, Path: "/ls/local/x", Instance: 9, Data: []byte("d\x00ta"),
+			IsDir: true, Ephemeral: true, Create: true, Exclusive: true, CAS: true, Gen: 12, Seq: seq,
+			Mode: Exclusive, Wait: true, WaitID: 4, LockDelay: int64(15 * time.Second), TTL: int64(12 * time.Second), Expired: true}
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatalf("%v: %v", op, err)
+		}
+		if fmt.Sprintf("%+v %+v", *got, *got.Seq) != fmt.Sprintf("%+v %+v", *c, *c.Seq) {
+			t.Errorf("%v round trip:\n got %+v\nwant %+v", op, got, c)
+		}
+	}
+	// Zero fields are omitted and come back zero.
+	b, _ := (&Command{Op: OpNewEpoch, Now: 1}).Encode()
+	got, err := DecodeCommand(b)
+	if err != nil || got.Op != OpNewEpoch || got.Now != 1 || got.Seq != nil || got.Data != nil {
+		t.Errorf("minimal command: %+v, %v", got, err)
+	}
+}
+
+// DESIGN.md invariant 9: a malformed log entry gets a clear error.
+func TestDecodeCommandRejects(t *testing.T) {
+	valid, _ := (&Command{Op: OpCreate, Path: "/ls/local/a"}).Encode()
+	mustMarshal := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := map[string][]byte{
+		"nil":              nil,
+		"empty":            {},
+		"text":             []byte("hello world"),
+		"truncated":        valid[:len(valid)-3],
+		"int":              mustMarshal(42),
+		"string":           mustMarshal("create"),
+		"array":            mustMarshal([]int{1, 2, 3}),
+		"msgpack nil":      {0xc0},
+		"op 0":             mustMarshal(map[string]any{"o": 0, "t": 1}),
+		"no op":            mustMarshal(map[string]any{"p": "/ls/local/a"}),
+		"op past the end":  mustMarshal(map[string]any{"o": int(opMax)}),
+		"op 255":           mustMarshal(map[string]any{"o": 255}),
+		"op wrong type":    mustMarshal(map[string]any{"o": "create"}),
+		"path wrong type":  mustMarshal(map[string]any{"o": int(OpCreate), "p": 5}),
+		"trailing garbage": append(append([]byte{}, valid...), 0x01, 0x02),
+		"two commands":     append(append([]byte{}, valid...), valid...),
+	}
+	for name, b := range cases {
+		c, err := DecodeCommand(b)
+		if err == nil {
+			t.Errorf("%s: DecodeCommand(%x) = %+v, want an error", name, b, c)
+			continue
+		}
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v does not wrap ErrBadRequest", name, err)
+		}
+	}
+	// Random bytes never panic and never yield an unknown op.
+	t.Run("random", rapid.MakeCheck(func(t *rapid.T) {
+		b := rapid.SliceOf(rapid.Byte()).Draw(t, "bytes")
+		c, err := DecodeCommand(b)
+		if err == nil && (c.Op == OpInvalid || c.Op >= opMax) {
+			t.Fatalf("decoded unknown op %v", c.Op)
+		}
+	}))
+}
+
+func TestApplyRejectsUnknownOps(t *testing.T) {
+	s := New("local")
+	before := dumpState(s, false)
+	for i, op := range []Op{OpInvalid, opMax, opMax + 1, 255} {
+		r := s.Apply(uint64(i+1), &Command{Op: op})
+		if !errors.Is(r.Err, ErrBadRequest) || !strings.Contains(r.Err.Error(), fmt.Sprint(uint8(op))) {
+			t.Errorf("op %d: %v, want bad_request naming the op", op, r.Err)
+		}
+		if s.AppliedIndex() != uint64(i+1) {
+			t.Errorf("op %d: applied index %d", op, s.AppliedIndex())
+		}
+	}
+	if after := dumpState(s, false); after != before {
+		t.Errorf("unknown ops changed the state:\n%s", after)
+	}
+	if OpCreate.String() != "create" || OpGrantDelayed.String() != "grant-delayed" || Op(99).String() != "op(99)" {
+		t.Errorf("Op.String: %v %v %v", OpCreate, OpGrantDelayed, Op(99))
+	}
+	if len(opNames) != int(opMax) {
+		t.Errorf("%d op names for %d ops", len(opNames), opMax)
+	}
+	for op := OpInvalid + 1; op < opMax; op++ {
+		if handlers[op] == nil {
+			t.Errorf("op %v has no handler", op)
+		}
+	}
+}
+
+// Every sentinel survives the wire: Code names it, FromCode rebuilds an error
+// that errors.Is the same sentinel and carries the message.
+func TestCodesRoundTrip(t *testing.T) {
+	sentinels := []error{ErrNoSuchNode, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrBadPath, ErrTooLarge,
+		ErrStaleHandle, ErrSessionExpired, ErrLockHeld, ErrLockDelay, ErrNotHeld, ErrCASMismatch, ErrBadSequencer,
+		ErrPermission, ErrBadRequest, ErrWrongEpoch, ErrNotMaster, ErrUnavailable}
+	if len(sentinels) != len(codes) {
+		t.Errorf("%d sentinels in the test, %d in the code table", len(sentinels), len(codes))
+	}
+	seen := map[string]bool{}
+	for _, sentinel := range sentinels {
+		code := Code(sentinel)
+		if code == "internal" || seen[code] {
+			t.Errorf("%v: code %q is missing or not unique", sentinel, code)
+		}
+		seen[code] = true
+		wrapped := fmt.Errorf("context: %w", errf(sentinel, "detail %d", 7))
+		if Code(wrapped) != code {
+			t.Errorf("%v: wrapped error has code %q, want %q", sentinel, Code(wrapped), code)
+		}
+		back := FromCode(code, wrapped.Error())
+		if !errors.Is(back, sentinel) {
+			t.Errorf("FromCode(%q) does not wrap %v", code, sentinel)
+		}
+		for _, other := range sentinels {
+			if other != sentinel && errors.Is(back, other) {
+				t.Errorf("FromCode(%q) also matches %v", code, other)
+			}
+		}
+		if back.Error() != wrapped.Error() || Code(back) != code {
+			t.Errorf("FromCode(%q): %q code %q", code, back.Error(), Code(back))
+		}
+	}
+	unknown := FromCode("no_such_code", "boom")
+	if unknown.Error() != "boom" || Code(unknown) != "internal" {
+		t.Errorf("unknown code: %v %q", unknown, Code(unknown))
+	}
+	if Code(errors.New("plain")) != "internal" {
+		t.Error("a plain error has a sentinel code")
+	}
+}
+
+func TestRestoreRejects(t *testing.T) {
+	enc := func(snap snapshot) []byte {
+		b, err := msgpack.Marshal(&snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	root := &node{Stat: Stat{Instance: 1, IsDir: true}}
+	file := &node{Stat: Stat{Instance: 2}}
+	cases := map[string][]byte{
+		"garbage":         []byte("not a snapshot"),
+		"empty":           nil,
+		"version":         enc(snapshot{Version: snapshotVersion + 1, Cell: "local", Paths: []string{"/ls/local"}, Nodes: []*node{root}}),
+		"cell":            enc(snapshot{Version: snapshotVersion, Cell: "other", Paths: []string{"/ls/other"}, Nodes: []*node{root}}),
+		"no root":         enc(snapshot{Version: snapshotVersion, Cell: "local"}),
+		"lengths":         enc(snapshot{Version: snapshotVersion, Cell: "local", Paths: []string{"/ls/local", "/ls/local/a"}, Nodes: []*node{root}}),
+		"orphan":          enc(snapshot{Version: snapshotVersion, Cell: "local", Paths: []string{"/ls/local", "/ls/local/a/b"}, Nodes: []*node{root, file}}),
+		"parent is file":  enc(snapshot{Version: snapshotVersion, Cell: "local", Paths: []string{"/ls/local", "/ls/local/a", "/ls/local/a/b"}, Nodes: []*node{root, file, file}}),
+		"root is missing": enc(snapshot{Version: snapshotVersion, Cell: "local", Paths: []string{"/ls/local/a"}, Nodes: []*node{file}}),
+	}
+	for name, b := range cases {
+		s := New("local")
+		if err := s.Restore(bytes.NewReader(b)); err == nil {
+			t.Errorf("%s: Restore accepted it:\n%s", name, dumpState(s, true))
+		}
+	}
+}
+
+// Stat: "Instance, ContentGen, LockGen and ACLGen come from one cell-wide
+// counter, so each is monotonic across deletion and re-creation of the same
+// name." A client that compares the lock generation it saw before a name was
+// deleted with the one it sees after must never see it go back.
+func TestGenerationsMonotonicAcrossRecreate(t *testing.T) {
+	s := New("local")
+	var idx uint64
+	apply := func(c Command) *Result {
+		idx++
+		c.Now = testEpoch
+		r := s.Apply(idx, &c)
+		if r.Err != nil {
+			t.Fatalf("%v %s: %v", c.Op, c.Path, r.Err)
+		}
+		return r
+	}
+	apply(Command{Op: OpCreateSession, TTL: 1})
+	var last Stat
+	for i := 0; i < 5; i++ {
+		st := apply(Command{Op: OpCreate, Path: "/ls/local/n"}).Stat
+		seq := apply(Command{Op: OpAcquire, Session: 1, Path: "/ls/local/n", Mode: Exclusive}).Seq
+		apply(Command{Op: OpSetContents, Path: "/ls/local/n", Data: []byte("x")})
+		after, _ := s.Stat("/ls/local/n")
+		if i > 0 {
+			if st.Instance <= last.Instance || st.ContentGen <= last.ContentGen || st.ACLGen <= last.ACLGen {
+				t.Errorf("round %d: re-created node's generations %+v not above %+v", i, st, last)
+			}
+			if st.LockGen < last.LockGen {
+				t.Errorf("round %d: re-created node's lock generation %d is below the deleted node's %d", i, st.LockGen, last.LockGen)
+			}
+		}
+		if seq.Gen <= last.LockGen || after.LockGen != seq.Gen {
+			t.Errorf("round %d: sequencer %v, stat lock generation %d, previous %d", i, seq, after.LockGen, last.LockGen)
+		}
+		last = after
+		apply(Command{Op: OpDelete, Path: "/ls/local/n"})
+	}
+}
+
+// The results of one apply must be the same on every replica; an expiring
+// session's cancelled waits must not come out in map order.
+func TestEndSessionEffectsDeterministic(t *testing.T) {
+	var first []string
+	for round := 0; round < 20; round++ {
+		s := New("local")
+		var idx uint64
+		apply := func(c Command) *Result {
+			idx++
+			c.Now = testEpoch
+			return s.Apply(idx, &c)
+		}
+		apply(Command{Op: OpCreateSession, TTL: 1})
+		apply(Command{Op: OpCreateSession, TTL: 1})
+		for i := 0; i < 12; i++ {
+			p := fmt.Sprintf("/ls/local/n%02d", (i*7)%12)
+			apply(Command{Op: OpCreate, Path: p})
+			apply(Command{Op: OpAcquire, Session: 1, Path: p, Mode: Exclusive, LockDelay: int64(time.Second)})
+			apply(Command{Op: OpAcquire, Session: 2, Path: p, Mode: Exclusive, Wait: true, WaitID: uint64(i)})
+		}
+		a := formatResult(apply(Command{Op: OpEndSession, Session: 2}))
+		b := formatResult(apply(Command{Op: OpEndSession, Session: 1, Expired: true}))
+		got := append(a, b...)
+		if round == 0 {
+			first = got
+			continue
+		}
+		if strings.Join(got, "\n") != strings.Join(first, "\n") {
+			t.Fatalf("round %d: results differ:\n%s\nvs\n%s", round, strings.Join(first, "\n"), strings.Join(got, "\n"))
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/server"
+	"github.com/hashicorp/go-hclog"
+)
+
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startCell starts a one-server cell with fsync on and returns its RPC address.
+func startCell(b *testing.B) string {
+	cfg := server.DefaultConfig()
+	cfg.NodeID = "bench"
+	cfg.DataDir = b.TempDir()
+	cfg.RPCAddr = freeAddr(b)
+	cfg.RaftAddr = freeAddr(b)
+	cfg.HTTPAddr = ""
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	s, err := server.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.WaitMaster(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return s.RPCAddr()
+}
+
+func dial(b *testing.B, addr string, n int) []*client.Client {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := make([]*client.Client, n)
+	for i := range out {
+		c, err := client.Dial(ctx, client.Config{Servers: []string{addr}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = c
+		b.Cleanup(func() { c.Close() })
+	}
+	return out
+}
+
+// latencies collects per-operation durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(ds []time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, ds...)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B, elapsed time.Duration, unit string) {
+	if len(l.d) == 0 {
+		return
+	}
+	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+	pct := func(p float64) float64 {
+		return float64(l.d[int(p*float64(len(l.d)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(l.d))/elapsed.Seconds(), unit+"/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// run spreads b.N operations over the workers and times each one.
+func run(b *testing.B, workers int, op func(w, i int) error) {
+	var lat latencies
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		n := b.N / workers
+		if w < b.N%workers {
+			n++
+		}
+		wg.Add(1)
+		go func(w, n int) {
+			defer wg.Done()
+			ds := make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				t0 := time.Now()
+				if err := op(w, i); err != nil {
+					errs <- err
+					return
+				}
+				ds = append(ds, time.Since(t0))
+			}
+			lat.add(ds)
+		}(w, n)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	lat.report(b, elapsed, "ops")
+}
+
+// BenchmarkAcquireRelease: each of N sessions runs blocking Acquire +
+// Release cycles on a lock of its own (two durable raft commits per cycle,
+// group-committed across sessions).
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, n := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			addr := startCell(b)
+			clients := dial(b, addr, n)
+			ctx := context.Background()
+			handles := make([]*client.Handle, n)
+			for i, c := range clients {
+				h, err := c.Open(ctx, fmt.Sprintf("/ls/local/lock-%d", i), client.Create())
+				if err != nil {
+					b.Fatal(err)
+				}
+				handles[i] = h
+			}
+			run(b, n, func(w, i int) error {
+				if err := handles[w].Acquire(ctx, client.Exclusive); err != nil {
+					return err
+				}
+				return handles[w].Release(ctx)
+			})
+		})
+	}
+}
+
+// BenchmarkContendedHandoff: two sessions take turns on one lock, each
+// looping Acquire → Release. While one holds, the other is blocked in
+// Acquire on the master, which grants it in the same raft apply that commits
+// the Release. The metric is the time from the start of one session's
+// Release to the other's Acquire returning.
+func BenchmarkContendedHandoff(b *testing.B) {
+	addr := startCell(b)
+	clients := dial(b, addr, 2)
+	ctx := context.Background()
+	var hs [2]*client.Handle
+	for i, c := range clients {
+		h, err := c.Open(ctx, "/ls/local/contended", client.Create())
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[i] = h
+	}
+	var (
+		mu          sync.Mutex
+		lastRelease time.Time // start of the latest Release
+		ds          = make([]time.Duration, 0, b.N)
+		wg          sync.WaitGroup
+		errs        = make(chan error, 2)
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < 2; w++ {
+		n := b.N / 2
+		if w == 0 {
+			n += b.N % 2
+		}
+		wg.Add(1)
+		go func(h *client.Handle, n int) {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if err := h.Acquire(ctx, client.Exclusive); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if !lastRelease.IsZero() {
+					ds = append(ds, time.Since(lastRelease))
+				}
+				lastRelease = time.Now()
+				mu.Unlock()
+				if err := h.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(hs[w], n)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	var lat latencies
+	lat.add(ds)
+	lat.report(b, elapsed, "handoffs")
+}
+
+// BenchmarkSetContents: durable 100-byte writes from one client, one at a
+// time; each waits for its raft commit and fsync.
+func BenchmarkSetContents(b *testing.B) {
+	addr := startCell(b)
+	c := dial(b, addr, 1)[0]
+	ctx := context.Background()
+	h, err := c.Open(ctx, "/ls/local/file", client.Create())
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 100)
+	run(b, 1, func(w, i int) error {
+		_, err := h.SetContents(ctx, data)
+		return err
+	})
+}
