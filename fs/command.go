@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -67,8 +68,12 @@ func (c *Command) Encode() ([]byte, error) { return msgpack.Marshal(c) }
 // DecodeCommand parses a log entry. It rejects trailing garbage and unknown ops.
 func DecodeCommand(b []byte) (*Command, error) {
 	var c Command
-	if err := msgpack.Unmarshal(b, &c); err != nil {
+	rd := bytes.NewReader(b)
+	if err := msgpack.NewDecoder(rd).Decode(&c); err != nil {
 		return nil, errf(ErrBadRequest, "decode command: %v", err)
+	}
+	if rd.Len() > 0 {
+		return nil, errf(ErrBadRequest, "decode command: %d bytes of trailing garbage", rd.Len())
 	}
 	if c.Op == OpInvalid || c.Op >= opMax {
 		return nil, errf(ErrBadRequest, "unknown command op %d", c.Op)
@@ -117,4 +122,26 @@ type Wait struct {
 type Delayed struct {
 	Path  string
 	Until int64 // Unix nanoseconds
+}
+
+// DecodeCommands parses a log entry that holds one or more commands encoded
+// back to back (the master batches concurrent commands into one entry).
+func DecodeCommands(b []byte) ([]*Command, error) {
+	rd := bytes.NewReader(b)
+	dec := msgpack.NewDecoder(rd)
+	var out []*Command
+	for rd.Len() > 0 {
+		var c Command
+		if err := dec.Decode(&c); err != nil {
+			return nil, errf(ErrBadRequest, "decode command %d of batch: %v", len(out), err)
+		}
+		if c.Op == OpInvalid || c.Op >= opMax {
+			return nil, errf(ErrBadRequest, "command %d of batch: unknown op %d", len(out), c.Op)
+		}
+		out = append(out, &c)
+	}
+	if len(out) == 0 {
+		return nil, errf(ErrBadRequest, "empty command batch")
+	}
+	return out, nil
 }

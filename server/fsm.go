@@ -23,23 +23,28 @@ var _ raft.FSM = (*fsm)(nil)
 
 func newFSM(cell string) *fsm { return &fsm{state: fs.New(cell)} }
 
-// Apply decodes and applies one log entry; the *fs.Result is the future's
-// Response.
+// Apply decodes and applies one log entry, a batch of commands; the
+// []*fs.Result (one per command, in order) is the future's Response.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	cmd, err := fs.DecodeCommand(l.Data)
+	cmds, err := fs.DecodeCommands(l.Data)
 	if err != nil {
 		return &fs.Result{Err: err}
 	}
+	results := make([]*fs.Result, len(cmds))
 	f.mu.Lock()
-	res := f.state.Apply(l.Index, cmd)
+	for i, cmd := range cmds {
+		results[i] = f.state.Apply(l.Index, cmd)
+	}
 	f.mu.Unlock()
 	if f.onApply != nil {
-		f.onApply(cmd, res)
+		for i, cmd := range cmds {
+			f.onApply(cmd, results[i])
+		}
 	}
-	return res
+	return results
 }
 
 // read runs fn with the state under the read lock.

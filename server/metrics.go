@@ -18,6 +18,7 @@ type metrics struct {
 	expired      prometheus.Counter
 	epoch        prometheus.Gauge
 	applyLatency prometheus.Histogram
+	batchSize    prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -32,8 +33,9 @@ func newMetrics() *metrics {
 		expired:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_sessions_expired_total", Help: "Sessions expired by this master."}),
 		epoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "chubby_master_epoch", Help: "Master epoch while serving, 0 otherwise."}),
 		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_apply_seconds", Help: "Time from propose to applied.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
+		batchSize:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_batch_commands", Help: "Commands per raft log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency,
+	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency, m.batchSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

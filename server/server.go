@@ -60,6 +60,8 @@ type Server struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	proposer proposer
 }
 
 type waitKey struct {
@@ -103,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:  newMetrics(),
 	}
 	s.leases = newLeaseTable(s)
+	s.proposer.s = s
 	s.fsm.onApply = s.onApply
 	return s, nil
 }
@@ -390,33 +393,6 @@ func (s *Server) revokeMaster() {
 		delete(s.waits, k)
 	}
 	s.waitMu.Unlock()
-}
-
-// propose stamps cmd with the master's clock, replicates it and returns the
-// applied result. The error is non-nil only when the command may not have
-// been applied (not leader, shutdown, timeout).
-func (s *Server) propose(cmd *fs.Command) (*fs.Result, error) {
-	cmd.Now = s.clock.Now().UnixNano()
-	b, err := cmd.Encode()
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	f := s.raft.Apply(b, 10*time.Second)
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return nil, fmt.Errorf("%w: %v", fs.ErrNotMaster, err)
-		default:
-			return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
-		}
-	}
-	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
-	res, ok := f.Response().(*fs.Result)
-	if !ok {
-		return nil, fmt.Errorf("%w: unexpected apply response %T", fs.ErrUnavailable, f.Response())
-	}
-	return res, nil
 }
 
 // onApply acts on a command's effects. It runs on raft's FSM goroutine on

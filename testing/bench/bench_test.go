@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ func startCell(b *testing.B) string {
 	cfg.RPCAddr = freeAddr(b)
 	cfg.RaftAddr = freeAddr(b)
 	cfg.HTTPAddr = ""
+	cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
 	s, err := server.New(cfg)
 	if err != nil {

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/hashicorp/raft"
+)
+
+// Group commit. Concurrent commands are packed into one raft log entry (a
+// msgpack stream of commands), so many calls share one log write, one fsync
+// and one FSM dispatch. At most maxInflight entries are in raft at once;
+// commands that arrive meanwhile queue and go out together in the next entry.
+// A lone command goes out at once, so an idle cell pays no batching delay.
+const (
+	maxInflight   = 2
+	maxBatchCmds  = 512
+	maxBatchBytes = 1 << 20
+	applyTimeout  = 10 * time.Second
+)
+
+type proposal struct {
+	enc  []byte
+	res  *fs.Result
+	err  error
+	done chan struct{}
+}
+
+type proposer struct {
+	s        *Server
+	mu       sync.Mutex
+	queue    []*proposal
+	inflight int
+}
+
+// propose stamps cmd with the master's clock, replicates it and returns the
+// applied result. The error is non-nil only when the command may not have
+// been applied (not leader, shutdown, timeout).
+func (s *Server) propose(cmd *fs.Command) (*fs.Result, error) {
+	cmd.Now = s.clock.Now().UnixNano()
+	b, err := cmd.Encode()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	p := &proposal{enc: b, done: make(chan struct{})}
+	s.proposer.submit(p)
+	<-p.done
+	if p.err != nil {
+		return nil, p.err
+	}
+	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
+	return p.res, nil
+}
+
+func (q *proposer) submit(p *proposal) {
+	q.mu.Lock()
+	q.queue = append(q.queue, p)
+	start := q.inflight < maxInflight
+	if start {
+		q.inflight++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.flush()
+	}
+}
+
+// flush sends queued commands as batches until the queue is empty.
+func (q *proposer) flush() {
+	for {
+		q.mu.Lock()
+		n, size := 0, 0
+		for n < len(q.queue) && n < maxBatchCmds && (n == 0 || size+len(q.queue[n].enc) <= maxBatchBytes) {
+			size += len(q.queue[n].enc)
+			n++
+		}
+		if n == 0 {
+			q.inflight--
+			q.mu.Unlock()
+			return
+		}
+		batch := make([]*proposal, n)
+		copy(batch, q.queue)
+		q.queue = q.queue[n:]
+		if len(q.queue) == 0 {
+			q.queue = nil
+		}
+		q.mu.Unlock()
+		q.apply(batch, size)
+	}
+}
+
+func (q *proposer) apply(batch []*proposal, size int) {
+	defer func() {
+		for _, p := range batch {
+			close(p.done)
+		}
+	}()
+	entry := make([]byte, 0, size)
+	for _, p := range batch {
+		entry = append(entry, p.enc...)
+	}
+	q.s.metrics.batchSize.Observe(float64(len(batch)))
+	f := q.s.raft.Apply(entry, applyTimeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			err = fmt.Errorf("%w: %v", fs.ErrNotMaster, err)
+		default:
+			err = fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+		}
+		for _, p := range batch {
+			p.err = err
+		}
+		return
+	}
+	results, ok := f.Response().([]*fs.Result)
+	if !ok || len(results) != len(batch) {
+		err := fmt.Errorf("%w: unexpected apply response %T", fs.ErrUnavailable, f.Response())
+		if r, isRes := f.Response().(*fs.Result); isRes && r.Err != nil {
+			err = r.Err
+		}
+		for _, p := range batch {
+			p.err = err
+		}
+		return
+	}
+	for i, p := range batch {
+		p.res = results[i]
+	}
+}
