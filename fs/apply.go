@@ -70,7 +70,8 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 		r.Err = err
 		return
 	}
-	for p := range rec.waits {
+	// Sorted, so that every replica reports the same effects in the same order.
+	for _, p := range sortedKeys(rec.waits) {
 		n := s.nodes[p]
 		kept := n.Waiters[:0]
 		for _, w := range n.Waiters {
@@ -81,6 +82,19 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 			kept = append(kept, w)
 		}
 		n.Waiters = kept
+		if len(n.Holders) > 0 && n.LockMode == Shared {
+			// The removed wait may have been an exclusive head blocking
+			// shared waiters behind shared holders (as in CancelWait).
+			s.grantWaiters(p, n, c.Now, r)
+		}
+	}
+	// Ephemerals go before the locks are handed on, so that no waiter is
+	// granted a lock on a node this same apply deletes: such waits are
+	// cancelled with the node instead.
+	for _, p := range sortedKeys(rec.ephemerals) {
+		if n, ok := s.nodes[p]; ok && len(n.children) == 0 {
+			s.removeNode(p, n, c.Now, r)
+		}
 	}
 	for _, p := range sortedKeys(rec.locks) {
 		n := s.nodes[p]
@@ -94,11 +108,6 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 		if len(n.Holders) == 0 {
 			n.LockMode = 0
 			s.grantWaiters(p, n, c.Now, r)
-		}
-	}
-	for _, p := range sortedKeys(rec.ephemerals) {
-		if n, ok := s.nodes[p]; ok && len(n.children) == 0 {
-			s.removeNode(p, n, c.Now, r)
 		}
 	}
 	delete(s.sessions, rec.ID)
@@ -166,7 +175,7 @@ func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data [
 		return nil, errf(ErrNotDir, "parent %s of %s", dir, path)
 	}
 	gen := s.next()
-	n := &node{Stat: Stat{Instance: gen, ContentGen: gen, ACLGen: gen, IsDir: isDir, Ephemeral: ephemeral, Mtime: now}}
+	n := &node{Stat: Stat{Instance: gen, ContentGen: gen, LockGen: gen, ACLGen: gen, IsDir: isDir, Ephemeral: ephemeral, Mtime: now}}
 	if isDir {
 		n.children = map[string]struct{}{}
 	} else {
@@ -241,9 +250,10 @@ func (s *State) applySetContents(c *Command, r *Result) {
 		r.Err = err
 		return
 	}
-	if _, ok := s.nodes[c.Path]; !ok && c.Instance == 0 && (c.Create || c.CAS && c.Gen == 0) {
-		// A missing file is created by a plain write, or by a CAS on
-		// generation 0 ("only if absent").
+	if _, ok := s.nodes[c.Path]; !ok && c.Instance == 0 && (c.CAS && c.Gen == 0 || !c.CAS && c.Create) {
+		// A missing file is created by a plain write with Create, or by a
+		// CAS on generation 0 ("only if absent"); a CAS on any other
+		// generation expected the file to exist and fails below.
 		nn, err := s.addNode(c.Path, false, false, 0, c.Data, c.Now)
 		if err != nil {
 			r.Err = err
@@ -344,6 +354,8 @@ func (s *State) applyAcquire(c *Command, r *Result) {
 	if !c.Wait {
 		if len(n.Holders) == 0 && c.Now < n.DelayUntil {
 			r.Err = errf(ErrLockDelay, "%s is free but in lock-delay for another %v", c.Path, time.Duration(n.DelayUntil-c.Now))
+		} else if len(n.Holders) == 0 {
+			r.Err = errf(ErrLockDelay, "%s: its lock-delay is over but the waiters queued during it are not granted yet", c.Path)
 		} else {
 			r.Err = errf(ErrLockHeld, "%s is held in %s mode", c.Path, n.LockMode)
 		}
@@ -352,19 +364,22 @@ func (s *State) applyAcquire(c *Command, r *Result) {
 	n.Waiters = append(n.Waiters, waiter{Session: rec.ID, Mode: c.Mode, WaitID: c.WaitID, LockDelay: c.LockDelay})
 	rec.waits[c.Path] = struct{}{}
 	r.Queued = true
-	if len(n.Holders) == 0 && c.Now < n.DelayUntil {
+	if len(n.Holders) == 0 {
+		// Free but not grantable: a lock-delay runs, or has run out and its
+		// GrantDelayed is still to come. Either way the master arms a timer.
 		r.Delayed = append(r.Delayed, Delayed{Path: c.Path, Until: n.DelayUntil})
 	}
 }
 
-// grantable: the lock is outside any lock-delay, and free, or shared with a
-// shared request and nobody queued ahead (so writers are not starved).
+// grantable: the lock is free, outside any lock-delay and with nobody queued
+// (waiters on a free lock are those queued during a lock-delay: they go
+// first, granted by the GrantDelayed that ends it); or it is shared, the
+// request is shared and nobody is queued ahead (so writers are not starved).
+// A lock-delay keeps out only the claims on a free lock: while other shared
+// holders remain, the lock was never freed, and a shared request may join.
 func (s *State) grantable(n *node, m Mode, now int64) bool {
-	if now < n.DelayUntil {
-		return false
-	}
 	if len(n.Holders) == 0 {
-		return true
+		return now >= n.DelayUntil && len(n.Waiters) == 0
 	}
 	return m == Shared && n.LockMode == Shared && len(n.Waiters) == 0
 }
@@ -384,12 +399,13 @@ func (s *State) grant(path string, n *node, rec *sessionRec, w waiter) Sequencer
 }
 
 // grantWaiters hands a free lock to the head of its queue (and every shared
-// waiter directly behind a shared head), unless a lock-delay is running.
+// waiter directly behind a shared head), unless a lock-delay is running; on a
+// lock held shared it admits the shared waiters at the head of the queue.
 func (s *State) grantWaiters(path string, n *node, now int64, r *Result) {
 	if len(n.Waiters) == 0 {
 		return
 	}
-	if now < n.DelayUntil {
+	if len(n.Holders) == 0 && now < n.DelayUntil {
 		r.Delayed = append(r.Delayed, Delayed{Path: path, Until: n.DelayUntil})
 		return
 	}

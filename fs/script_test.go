@@ -35,6 +35,7 @@ package fs
 //	checkseq SEQ                           CheckSequencer of a parsed sequencer
 //	sessions | delayed-locks | dump
 //	restore                                snapshot, restore into a fresh State, continue with it
+//	op op=N                                a raw command with op number N (unknown ops)
 //
 // After every command the harness also checks the state's invariants
 // (checkInvariants) and that a command that failed left the state unchanged.

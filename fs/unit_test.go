@@ -390,3 +390,47 @@ func TestEndSessionEffectsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// The master batches concurrent commands into one log entry (group commit);
+// DecodeCommands reads them back in order and rejects a batch with any bad
+// part, so a replica never applies half of a malformed entry.
+func TestDecodeCommandsBatch(t *testing.T) {
+	var batch []byte
+	var want []*Command
+	for i, op := range []Op{OpCreateSession, OpCreate, OpSetContents, OpAcquire, OpRelease, OpEndSession} {
+		c := &Command{Op: op, Now: testEpoch + int64(i), Session: 1, Path: "/ls/local/a", Data: []byte{byte(i)}, Gen: uint64(i)}
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, b...)
+		want = append(want, c)
+		got, err := DecodeCommands(batch)
+		if err != nil {
+			t.Fatalf("batch of %d: %v", i+1, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("batch of %d decoded %d commands", len(want), len(got))
+		}
+		for j := range got {
+			if fmt.Sprintf("%+v", *got[j]) != fmt.Sprintf("%+v", *want[j]) {
+				t.Fatalf("command %d: got %+v, want %+v", j, got[j], want[j])
+			}
+		}
+	}
+	one, _ := (&Command{Op: OpNewEpoch}).Encode()
+	bad, _ := (&Command{Op: opMax}).Encode()
+	for name, b := range map[string][]byte{
+		"nil":                  nil,
+		"empty":                {},
+		"garbage":              []byte("garbage"),
+		"trailing garbage":     append(append([]byte{}, one...), 0xc1),
+		"truncated last":       append(append([]byte{}, one...), one[:len(one)-1]...),
+		"unknown op inside":    append(append(append([]byte{}, one...), bad...), one...),
+		"a non-map in a batch": append(append([]byte{}, one...), 0x05),
+	} {
+		if cs, err := DecodeCommands(b); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: DecodeCommands = %d commands, %v; want ErrBadRequest", name, len(cs), err)
+		}
+	}
+}

@@ -114,16 +114,18 @@ func (c *ManualClock) Set(t time.Time) {
 		if next.when.After(c.now) {
 			c.now = next.when
 		}
-		now := c.now
-		c.mu.Unlock()
-		if next.f != nil {
-			next.f()
-		} else {
+		if next.f == nil {
+			// Send under the lock, so that a concurrent Stop or Reset
+			// either sees the timer pending or drains this value.
 			select {
-			case next.ch <- now:
+			case next.ch <- c.now:
 			default:
 			}
+			c.mu.Unlock()
+			continue
 		}
+		c.mu.Unlock()
+		next.f()
 	}
 }
 
@@ -165,16 +167,34 @@ type manualTimer struct {
 
 func (t *manualTimer) C() <-chan time.Time { return t.ch }
 
+// Stop and Reset follow *time.Timer since Go 1.23: a value the timer sent
+// but nobody received is drained, so no stale value is received after the
+// call, and the timer counts as pending.
 func (t *manualTimer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
-	return t.c.disarm(t)
+	was := t.c.disarm(t)
+	return t.drain() || was
 }
 
 func (t *manualTimer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	was := t.c.disarm(t)
+	drained := t.drain()
 	t.c.arm(t, d)
-	return was
+	return was || drained
+}
+
+// drain empties the channel of a NewTimer timer; the clock's lock is held.
+func (t *manualTimer) drain() bool {
+	if t.ch == nil {
+		return false
+	}
+	select {
+	case <-t.ch:
+		return true
+	default:
+		return false
+	}
 }
