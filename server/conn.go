@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
@@ -75,7 +76,7 @@ func (c *conn) serve() {
 	for {
 		frame, err := wire.ReadFrame(c.br)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 				c.s.metrics.badFrames.Inc()
 				c.s.rpcLog.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 				c.reply(0, nil, errBadRequest("bad frame: %v", err))

@@ -33,6 +33,9 @@ type shell struct {
 
 	cli  *client.Client
 	held map[string]*client.Handle
+
+	// emitted: the current command has printed its JSON object already.
+	emitted bool
 }
 
 // command is an entry of the shell's one command table.
@@ -135,6 +138,7 @@ func (sh *shell) checkUsage(words []string) (int, bool) {
 
 // exec runs one command line and returns its exit code.
 func (sh *shell) exec(words []string) int {
+	sh.emitted = false
 	c, a, err := sh.parse(words)
 	if err != nil {
 		return sh.report(words[0], err)
@@ -167,7 +171,7 @@ func (sh *shell) report(what string, err error) int {
 		code = exitUnreachable
 	}
 	sh.errorf("%s: %v", what, err)
-	if sh.json {
+	if sh.json && !sh.emitted {
 		sh.emit(map[string]any{"error": err.Error(), "exit_code": code})
 	}
 	return code
@@ -185,6 +189,7 @@ func (sh *shell) emit(v any) {
 		return
 	}
 	fmt.Fprintf(sh.stdout, "%s\n", b)
+	sh.emitted = true
 }
 
 // out prints the JSON object in -json mode and the text otherwise.
@@ -436,7 +441,7 @@ func (sh *shell) holdUntilSignal(h *client.Handle) error {
 		defer cancel()
 		return h.Release(ctx)
 	case <-h.LockLost():
-		return fmt.Errorf("%w: lock on %s may be lost (session in jeopardy)", client.ErrSessionExpired, h.Path())
+		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy", h.Path())}
 	}
 }
 
@@ -465,7 +470,16 @@ func (sh *shell) runHolding(h *client.Handle, seq client.Sequencer, delay time.D
 		select {
 		case err := <-done:
 			release()
-			return exitCodeOf(err)
+			err = exitCodeOf(err)
+			if sh.json {
+				code := exitOK
+				var ee *exitError
+				if errors.As(err, &ee) {
+					code = ee.code
+				}
+				sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
+			}
+			return err
 		case s := <-sh.signals:
 			cmd.Process.Signal(s)
 		case <-h.LockLost():
@@ -482,7 +496,7 @@ func (sh *shell) runHolding(h *client.Handle, seq client.Sequencer, delay time.D
 				cmd.Process.Kill()
 				<-done
 			}
-			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost (session in jeopardy); %s was stopped", h.Path(), argv[0])}
+			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy; %s was stopped", h.Path(), argv[0])}
 		}
 	}
 }

@@ -68,8 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		held:    map[string]*client.Handle{},
 	}
 	if len(sh.servers) == 0 {
-		fmt.Fprintln(stderr, "chubbysh: -cell: no server addresses")
-		return exitUsage
+		return sh.report("-cell", &usageError{"no server addresses"})
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -109,10 +108,10 @@ func (sh *shell) script(stdin io.Reader) int {
 	line := 0
 	for sc.Scan() {
 		line++
+		sh.emitted = false
 		words, err := splitLine(sc.Text())
 		if err != nil {
-			sh.errorf("line %d: %v", line, err)
-			return exitUsage
+			return sh.report(fmt.Sprintf("line %d", line), &usageError{err.Error()})
 		}
 		if len(words) == 0 {
 			continue
@@ -125,8 +124,7 @@ func (sh *shell) script(stdin io.Reader) int {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		sh.errorf("read script: %v", err)
-		return exitUsage
+		return sh.report("read script", &usageError{err.Error()})
 	}
 	return exitOK
 }
@@ -140,9 +138,10 @@ func (sh *shell) interactive(stdin io.Reader) int {
 			fmt.Fprintln(sh.stdout)
 			return exitOK
 		}
+		sh.emitted = false
 		words, err := splitLine(sc.Text())
 		if err != nil {
-			sh.errorf("%v", err)
+			sh.report("parse", &usageError{err.Error()})
 			continue
 		}
 		if len(words) == 0 {

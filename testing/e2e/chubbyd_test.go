@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/testing/proc"
+)
+
+// freeAddrs returns n loopback addresses nothing listens on.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		a, err := proc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// TestChubbydFlags: what chubbyd does with its command line before it serves.
+func TestChubbydFlags(t *testing.T) {
+	t.Parallel()
+
+	t.Run("help", func(t *testing.T) {
+		r := proc.RunChubbyd(t, 10*time.Second, "-h")
+		wantCode(t, r, 0)
+		for _, flag := range []string{"-node-id", "-cell", "-data-dir", "-rpc-addr", "-raft-addr", "-gossip-addr", "-http-addr", "-join", "-bootstrap-expect"} {
+			if !strings.Contains(r.Stderr+r.Stdout, flag) {
+				t.Errorf("chubbyd -h does not mention %s\n%s", flag, r)
+			}
+		}
+	})
+
+	// Without the replicated cell, a multi-server cell is refused at once
+	// with a message that names the flag, rather than waiting forever for
+	// servers that cannot join. It binds nothing and writes no data.
+	t.Run("bootstrap-expect 3", func(t *testing.T) {
+		addrs := freeAddrs(t, 4)
+		data := filepath.Join(t.TempDir(), "data")
+		r := proc.RunChubbyd(t, 15*time.Second, "-bootstrap-expect", "3", "-node-id", "x", "-data-dir", data,
+			"-rpc-addr", addrs[0], "-raft-addr", addrs[1], "-gossip-addr", addrs[2], "-http-addr", addrs[3])
+		if r.Code == 0 {
+			t.Fatalf("chubbyd -bootstrap-expect 3 exited 0\n%s", r)
+		}
+		msg := strings.TrimSpace(r.Stderr)
+		if !strings.HasPrefix(msg, "chubbyd: ") || !strings.Contains(msg, "bootstrap-expect") || strings.Count(msg, "\n") != 0 {
+			t.Errorf("want one stderr line `chubbyd: ...bootstrap-expect...`\n%s", r)
+		}
+		if _, err := os.Stat(data); err == nil {
+			t.Errorf("a refused chubbyd created its data dir %s", data)
+		}
+	})
+
+	t.Run("join without replication", func(t *testing.T) {
+		addrs := freeAddrs(t, 5)
+		r := proc.RunChubbyd(t, 15*time.Second, "-join", addrs[4], "-node-id", "x", "-data-dir", filepath.Join(t.TempDir(), "data"),
+			"-rpc-addr", addrs[0], "-raft-addr", addrs[1], "-gossip-addr", addrs[2], "-http-addr", addrs[3])
+		if r.Code == 0 || !strings.Contains(r.Stderr, "join") {
+			t.Errorf("chubbyd -join: want a non-zero exit naming -join\n%s", r)
+		}
+	})
+
+	t.Run("bad values", func(t *testing.T) {
+		addrs := freeAddrs(t, 4)
+		base := []string{"-node-id", "x", "-data-dir", filepath.Join(t.TempDir(), "data"),
+			"-rpc-addr", addrs[0], "-raft-addr", addrs[1], "-gossip-addr", addrs[2], "-http-addr", addrs[3]}
+		for _, tc := range []struct {
+			args []string
+			says string
+		}{
+			{[]string{"-rpc-addr", "no-port"}, "rpc-addr"},
+			{[]string{"-cell", "bad/cell"}, "cell"},
+			{[]string{"-bootstrap-expect", "0"}, "bootstrap-expect"},
+			{[]string{"-node-id", ""}, "node-id"},
+			{[]string{"-no-such-flag"}, "no-such-flag"},
+			{[]string{"stray-argument"}, "stray-argument"},
+		} {
+			r := proc.RunChubbyd(t, 15*time.Second, append(append([]string{}, base...), tc.args...)...)
+			if r.Code == 0 || !strings.Contains(r.Stderr, tc.says) {
+				t.Errorf("chubbyd %v: want a non-zero exit naming %q\n%s", tc.args, tc.says, r)
+			}
+		}
+	})
+
+	t.Run("cell name", func(t *testing.T) {
+		s := proc.StartServer(t, proc.Options{Cell: "blue"})
+		wantOK(t, s.Sh(t, "write", "/ls/blue/x", "in blue"))
+		if got := wantOK(t, s.Sh(t, "cat", "/ls/blue/x")); got != "in blue" {
+			t.Errorf("cat /ls/blue/x = %q", got)
+		}
+		wantFail(t, s.Sh(t, "cat", "/ls/local/x"), 1)
+		if obj := s.Sh(t, "-json", "session").JSON(t); obj["cell"] != "blue" {
+			t.Errorf("session in cell blue: %v", obj)
+		}
+	})
+
+	t.Run("port taken", func(t *testing.T) {
+		s := proc.StartServer(t, proc.Options{})
+		addrs := freeAddrs(t, 3)
+		r := proc.RunChubbyd(t, 15*time.Second, "-node-id", "y", "-data-dir", filepath.Join(t.TempDir(), "data"),
+			"-rpc-addr", s.RPCAddr, "-raft-addr", addrs[0], "-gossip-addr", addrs[1], "-http-addr", addrs[2])
+		if r.Code == 0 || !strings.Contains(r.Stderr, "rpc-addr") {
+			t.Errorf("chubbyd on a taken rpc port: want a non-zero exit naming rpc-addr\n%s", r)
+		}
+		wantOK(t, s.Sh(t, "-json", "session"))
+	})
+}

@@ -1,0 +1,27 @@
+// Package proc is a process-level harness: it builds the real chubbyd and
+// chubbysh binaries once per test binary, runs chubbyd servers on free
+// loopback ports with their own data directories, and runs chubbysh the way a
+// user or a script does — one-shot, with a script on stdin, or in the
+// background while the test does something else (a lock holder, a waiter).
+//
+//	test ──► Build (go build, once) ──► bin/chubbyd, bin/chubbysh
+//	  │
+//	  ├─ StartServer ─► chubbyd -node-id -data-dir -rpc-addr -raft-addr
+//	  │                         -gossip-addr -http-addr   (stderr → log file)
+//	  │     ready: /status says master, then `chubbysh -json session` exits 0
+//	  │     Stop (SIGTERM+wait) · Kill (SIGKILL) · Pause/Resume (SIGSTOP/CONT)
+//	  │     Restart (same data dir, same ports)
+//	  │
+//	  ├─ Server.Sh(t, args...)       chubbysh -cell ADDR args...  → Result
+//	  ├─ Server.ShStdin(t, in, ...)  the same with a script on stdin
+//	  └─ Server.StartSh(t, args...)  in the background → *Shell: stdout lines
+//	                                 with arrival times, stdin, signals, exit
+//
+// Everything listens on 127.0.0.1. Every process the harness starts runs in
+// its own process group and is killed (the group, by the process's id) in
+// t.Cleanup; a test that failed gets the tail of each chubbyd log and each
+// background shell's stderr in its output.
+//
+// Use Main from the test package's TestMain so the binaries' temporary
+// directory is removed when the test binary ends.
+package proc

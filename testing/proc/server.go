@@ -1,0 +1,422 @@
+package proc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ReadyTimeout bounds how long a start or restart waits for the server to
+// serve as master.
+const ReadyTimeout = 30 * time.Second
+
+// StopTimeout bounds how long Stop waits for a SIGTERMed server to exit.
+const StopTimeout = 15 * time.Second
+
+// Options configure StartServer.
+type Options struct {
+	// NodeID is the -node-id (default "n1").
+	NodeID string
+	// Cell is the -cell name (default: chubbyd's, "local").
+	Cell string
+	// LogLevel is chubbyd's -log-level (default "debug").
+	LogLevel string
+	// ExtraArgs are appended to chubbyd's flags.
+	ExtraArgs []string
+}
+
+// Server is one chubbyd process (and its successors after Restart) with a
+// fixed data directory and fixed ports.
+type Server struct {
+	NodeID  string
+	DataDir string
+	// LogPath is the file chubbyd's stderr goes to (appended across restarts).
+	LogPath    string
+	RPCAddr    string
+	RaftAddr   string
+	GossipAddr string
+	HTTPAddr   string
+
+	opts Options
+	bins Bins
+
+	mu   sync.Mutex
+	proc *serverProc // the current process, nil before the first start
+}
+
+type serverProc struct {
+	cmd      *exec.Cmd
+	done     chan struct{}
+	state    *os.ProcessState
+	exitedAt time.Time
+}
+
+func (p *serverProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// StartServer starts a chubbyd on fresh loopback ports with a fresh data
+// directory and waits until it serves as master. If a port turns out to be
+// taken, it retries with new ports. The server is killed in t.Cleanup; if t
+// failed, the tail of its log is printed.
+func StartServer(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.NodeID == "" {
+		opts.NodeID = "n1"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "debug"
+	}
+	dir := t.TempDir()
+	s := &Server{NodeID: opts.NodeID, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "chubbyd.log"),
+		opts: opts, bins: Build(t)}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		p := s.proc
+		s.mu.Unlock()
+		if p != nil && !p.exited() {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("chubbyd %s log (%s), last lines:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 40))
+		}
+		s.checkRace(t)
+	})
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err := s.pickPorts(); err != nil {
+			t.Fatalf("proc: pick ports: %v", err)
+		}
+		lastErr = s.start(t)
+		if lastErr == nil {
+			return s
+		}
+		if !errors.Is(lastErr, errBind) {
+			break
+		}
+		t.Logf("proc: chubbyd %s could not bind (%v); retrying with new ports", s.NodeID, lastErr)
+	}
+	t.Fatalf("proc: start chubbyd %s: %v\nlog:\n%s", s.NodeID, lastErr, tail(s.Log(), 40))
+	return nil
+}
+
+func (s *Server) pickPorts() error {
+	addrs := make([]string, 4)
+	for i := range addrs {
+		a, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		addrs[i] = a
+	}
+	s.RPCAddr, s.RaftAddr, s.GossipAddr, s.HTTPAddr = addrs[0], addrs[1], addrs[2], addrs[3]
+	return nil
+}
+
+// Args are chubbyd's command-line flags for this server.
+func (s *Server) Args() []string {
+	args := []string{"-node-id", s.NodeID, "-data-dir", s.DataDir, "-rpc-addr", s.RPCAddr, "-raft-addr", s.RaftAddr,
+		"-gossip-addr", s.GossipAddr, "-http-addr", s.HTTPAddr, "-log-level", s.opts.LogLevel}
+	if s.opts.Cell != "" {
+		args = append(args, "-cell", s.opts.Cell)
+	}
+	return append(args, s.opts.ExtraArgs...)
+}
+
+// errBind: the process exited because a port was taken.
+var errBind = errors.New("address already in use")
+
+// start runs one chubbyd process and waits until it is ready.
+func (s *Server) start(t testing.TB) error {
+	t.Helper()
+	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "=== proc: starting chubbyd %s at %s\n", strings.Join(s.Args(), " "), time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(s.bins.Chubbyd, s.Args()...)
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = cmd.Start()
+	logf.Close()
+	if err != nil {
+		return fmt.Errorf("start chubbyd: %w", err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		p.state, p.exitedAt = cmd.ProcessState, time.Now()
+		close(p.done)
+	}()
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+	if err := s.waitReady(t, p, ReadyTimeout); err != nil {
+		if !p.exited() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		return err
+	}
+	return nil
+}
+
+// waitReady polls /status until the server serves as master, then checks
+// that a chubbysh session can be made.
+func (s *Server) waitReady(t testing.TB, p *serverProc, timeout time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		if p.exited() {
+			if strings.Contains(s.lastStart(), "address already in use") {
+				return fmt.Errorf("%w (%s)", errBind, p.state)
+			}
+			return fmt.Errorf("chubbyd exited before it was ready: %s", p.state)
+		}
+		if s.statusMaster(hc) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chubbyd not serving as master after %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		r := RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
+		if r.Code == 0 {
+			if _, err := OneJSONObject(r.Stdout); err != nil {
+				return fmt.Errorf("readiness check: %v", err)
+			}
+			return nil
+		}
+		if p.exited() || time.Now().After(deadline) {
+			return fmt.Errorf("readiness check failed: %s", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *Server) statusMaster(hc *http.Client) bool {
+	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Master bool `json:"master"`
+	}
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil && st.Master
+}
+
+// Status fetches /status as a map.
+func (s *Server) Status(t testing.TB) map[string]any {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	if err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("decode /status: %v", err)
+	}
+	return st
+}
+
+// Metric reads one unlabelled series from /metrics (0 if it is absent).
+func (s *Server) Metric(t testing.TB, name string) float64 {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + s.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read /metrics: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("/metrics %s: %q", name, line)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// Log is everything the server (all its processes) wrote to stderr.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(s.LogPath)
+	return string(b)
+}
+
+// lastStart is the log of the current process only.
+func (s *Server) lastStart() string {
+	l := s.Log()
+	if i := strings.LastIndex(l, "=== proc: starting chubbyd"); i >= 0 {
+		return l[i:]
+	}
+	return l
+}
+
+// checkRace fails t if a race-detector build reported a data race.
+func (s *Server) checkRace(t testing.TB) {
+	if RaceBinaries() && strings.Contains(s.Log(), "WARNING: DATA RACE") {
+		t.Errorf("chubbyd %s reported a data race; see %s:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 80))
+	}
+}
+
+func (s *Server) current(t testing.TB) *serverProc {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		t.Fatalf("chubbyd %s was never started", s.NodeID)
+	}
+	return s.proc
+}
+
+// PID is the process id of the current chubbyd process.
+func (s *Server) PID(t testing.TB) int {
+	t.Helper()
+	return s.current(t).cmd.Process.Pid
+}
+
+// Running reports whether the current process has not exited.
+func (s *Server) Running(t testing.TB) bool {
+	t.Helper()
+	return !s.current(t).exited()
+}
+
+// Stop sends SIGTERM and waits for the process to exit; it returns the exit
+// code (-1 if a signal ended it). A server still running after StopTimeout
+// is killed and fails the test.
+func (s *Server) Stop(t testing.TB) int {
+	t.Helper()
+	p := s.current(t)
+	if p.exited() {
+		return p.state.ExitCode()
+	}
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(StopTimeout):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		t.Fatalf("chubbyd %s did not exit within %v of SIGTERM\nlog:\n%s", s.NodeID, StopTimeout, tail(s.lastStart(), 40))
+		return -1
+	}
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	p := s.current(t)
+	if p.exited() {
+		return
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Pause stops the process (SIGSTOP): it holds its sockets but answers
+// nothing until Resume.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(s.PID(t), syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP chubbyd: %v", err)
+	}
+}
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(s.PID(t), syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT chubbyd: %v", err)
+	}
+}
+
+// Restart stops the server if it runs (SIGTERM) and starts it again with
+// the same data directory and ports, waiting until it is ready.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.Running(t) {
+		if code := s.Stop(t); code != 0 {
+			t.Fatalf("chubbyd %s exited %d on SIGTERM", s.NodeID, code)
+		}
+	}
+	s.Start(t)
+}
+
+// Start starts a stopped server again with the same data directory and
+// ports, waiting until it is ready. A port still taken (by a client's
+// connection that happened to get it) is retried for a few seconds.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if s.Running(t) {
+		t.Fatalf("chubbyd %s is already running", s.NodeID)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.start(t)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errBind) || time.Now().After(deadline) {
+			t.Fatalf("proc: restart chubbyd %s: %v\nlog:\n%s", s.NodeID, err, tail(s.lastStart(), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Sh runs `chubbysh -cell RPCADDR args...` to completion (DefaultShTimeout).
+func (s *Server) Sh(t testing.TB, args ...string) *Result {
+	t.Helper()
+	return RunSh(t, s.RPCAddr, ShOptions{}, args...)
+}
+
+// ShStdin runs chubbysh with script on stdin (script mode when args name no
+// command).
+func (s *Server) ShStdin(t testing.TB, script string, args ...string) *Result {
+	t.Helper()
+	return RunSh(t, s.RPCAddr, ShOptions{Stdin: strings.NewReader(script)}, args...)
+}
+
+// StartSh starts `chubbysh -cell RPCADDR args...` in the background.
+func (s *Server) StartSh(t testing.TB, args ...string) *Shell {
+	t.Helper()
+	return StartSh(t, s.RPCAddr, args...)
+}
+
+// RunChubbyd runs chubbyd with args to completion, like RunSh: a process
+// still running after timeout is killed and fails the test.
+func RunChubbyd(t testing.TB, timeout time.Duration, args ...string) *Result {
+	t.Helper()
+	bins := Build(t)
+	return run(t, bins.Chubbyd, nil, timeout, args...)
+}
