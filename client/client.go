@@ -56,6 +56,9 @@ type Client struct {
 	lease     *session.Lease
 	held      map[*Handle]struct{}
 	closed    bool
+	// expired is set when expire has run. The lease state cannot tell: Check
+	// moves it to Expired by itself when the grace period ends.
+	expired bool
 
 	events  chan Event
 	dropped atomic.Uint64
@@ -273,9 +276,6 @@ func (c *Client) keepAliveLoop() {
 					if !c.sleep(c.backoff(&bo)) {
 						return
 					}
-					if c.checkLease() == session.Expired {
-						return
-					}
 					continue
 				}
 				continue
@@ -294,6 +294,14 @@ func (c *Client) keepAliveLoop() {
 			wake = c.lease.GraceEnd()
 		}
 		c.mu.Unlock()
+		if !wake.After(c.clock.Now()) {
+			// The deadline passed while the loop was busy (reconnecting):
+			// act on it now rather than through a timer armed in the past.
+			if c.checkLease() == session.Expired {
+				return
+			}
+			continue
+		}
 		timer := c.clock.NewTimer(wake.Sub(c.clock.Now()))
 		select {
 		case r := <-results:
@@ -332,16 +340,36 @@ func (c *Client) keepAliveLoop() {
 	}
 }
 
-// sleep waits d on the client's clock; false if the client is stopping.
+// sleep waits d on the client's clock, or less: it wakes at the end of the
+// local lease (in jeopardy, of the grace period), so that jeopardy — and with
+// it the lock-lost signal — and expiry are acted on the moment they happen,
+// not a backoff later. It returns false if the client is stopping or the
+// session has expired.
 func (c *Client) sleep(d time.Duration) bool {
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C():
-		return true
 	case <-c.stop:
 		return false
+	default:
 	}
+	c.mu.Lock()
+	deadline := c.lease.Expiry()
+	if c.lease.State() != session.Safe {
+		deadline = c.lease.GraceEnd()
+	}
+	c.mu.Unlock()
+	if left := deadline.Sub(c.clock.Now()); left < d {
+		d = left
+	}
+	if d > 0 {
+		t := c.clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-c.stop:
+			return false
+		}
+	}
+	return c.checkLease() != session.Expired
 }
 
 // checkLease advances the lease state for now, emitting jeopardy (and
@@ -364,7 +392,8 @@ func (c *Client) checkLease() session.State {
 // expire ends the session locally: every handle and lock becomes invalid.
 func (c *Client) expire() {
 	c.mu.Lock()
-	already := c.lease.State() == session.Expired
+	already := c.expired
+	c.expired = true
 	c.lease.Expire()
 	conn := c.conn
 	c.mu.Unlock()
@@ -413,12 +442,10 @@ func (c *Client) DroppedEvents() uint64 { return c.dropped.Load() }
 // Done is closed when the session has ended (expired or closed).
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// State is the session's state now.
-func (c *Client) State() session.State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lease.Check(c.clock.Now())
-}
+// State is the session's state now. A transition it observes (the local
+// lease ending) is acted on as the KeepAlive loop would: locks are marked
+// lost and the event is emitted.
+func (c *Client) State() session.State { return c.checkLease() }
 
 // SessionInfo describes the session.
 type SessionInfo struct {
@@ -433,10 +460,11 @@ type SessionInfo struct {
 
 // Session describes the session now.
 func (c *Client) Session() SessionInfo {
+	c.checkLease() // act on a transition, as State does
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: c.lease.Check(now),
+	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: c.lease.State(),
 		Master: c.master, Epoch: c.epoch, Cell: c.cell}
 }
 

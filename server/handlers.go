@@ -301,8 +301,12 @@ func (c *call) acquire() (any, error) {
 		unregister()
 		return nil, errDeferred
 	case <-s.shutdown:
+		// The wait stays queued in the replicated state: tell the client to
+		// find the next master and re-issue the same wait id there, as
+		// revokeMaster does (unavailable would make it give up a wait the
+		// cell may still grant).
 		unregister()
-		return nil, fs.ErrUnavailable
+		return nil, fmt.Errorf("%w: %s is shutting down", fs.ErrNotMaster, s.cfg.NodeID)
 	}
 }
 

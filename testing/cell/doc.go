@@ -13,9 +13,17 @@
 //	                                      ▲
 //	     ──Clock──▶ session.ManualClock / StallClock (Advance, Stall)
 //
-// Start waits until the server serves as master; Restart closes it and starts
-// it again on the same data dir and ports; everything is torn down by
-// t.Cleanup. WaitFor polls a condition with short sleeps: use it only to wait
-// for real goroutines (a raft apply, a TCP round trip), never for a lease or
-// a lock-delay to run out — drive those with the clock.
+// Start waits until the server serves as master; Restart (Stop, then Resume)
+// closes it and starts it again on the same data dir and ports; everything is
+// torn down by t.Cleanup. Dial returns a client.Client of the cell;
+// NewRawSession a wire-level session that sends no KeepAlive unless told to.
+// WithManualClock gives the server a session.ManualClock (Manual returns it),
+// whose Advance fires every timer punctually at its own deadline; a
+// StallClock can in addition simulate a paused process whose timers fire
+// late (Stall).
+//
+// WaitFor polls a condition with short sleeps: use it only to wait for real
+// goroutines (a raft apply, a TCP round trip), never for a lease or a
+// lock-delay to run out — drive those with the clock. WaitApplied waits for
+// the next raft command to reach the state machine.
 package cell
