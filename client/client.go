@@ -229,13 +229,15 @@ func retryable(err error) bool {
 // do runs a call on the master. idempotent calls are retried across
 // connection loss; others only when the master refused them unapplied.
 func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, idempotent bool) error {
+	bo := session.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 	for {
 		conn, epoch, err := c.current(ctx)
 		if err != nil {
 			return err
 		}
 		err = conn.call(ctx, m, epoch, c.id, args, reply)
-		if err == nil || !retryable(err) {
+		unavailable := idempotent && errors.Is(err, ErrUnavailable) // e.g. the master shutting down mid-apply
+		if err == nil || !(retryable(err) || unavailable) {
 			if errors.Is(err, ErrSessionExpired) {
 				c.expire()
 			}
@@ -244,6 +246,15 @@ func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, idempot
 		c.dropConn(conn)
 		if errors.Is(err, errConnLost) && !idempotent {
 			return fmt.Errorf("%w: %s may or may not have been applied: %v", ErrUnavailable, m, err)
+		}
+		if unavailable {
+			t := c.clock.NewTimer(c.backoff(&bo))
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
 		}
 	}
 }
@@ -263,6 +274,9 @@ func (c *Client) keepAliveLoop() {
 	}
 	results := make(chan result, 1)
 	inflight := false
+	// urgent: ask the master to answer at once (fresh connection or
+	// jeopardy) rather than hold the poll for a third of the TTL.
+	urgent := false
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for {
@@ -278,13 +292,17 @@ func (c *Client) keepAliveLoop() {
 					}
 					continue
 				}
+				urgent = true
 				continue
 			}
 			inflight = true
 			sentAt := c.clock.Now()
+			c.mu.Lock()
+			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe}
+			c.mu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
-				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, wire.KeepAliveArgs{}, &rep)
+				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, args, &rep)
 				results <- result{sentAt, rep, err, conn}
 			}()
 		}
@@ -310,6 +328,7 @@ func (c *Client) keepAliveLoop() {
 			switch {
 			case r.err == nil:
 				bo.Reset()
+				urgent = false
 				c.mu.Lock()
 				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
 				c.mu.Unlock()

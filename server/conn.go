@@ -13,6 +13,9 @@ import (
 	"github.com/chubby-dev/chubby/server/wire"
 )
 
+// bodyTimeout bounds how long a started frame may take to arrive whole.
+const bodyTimeout = 30 * time.Second
+
 // conn is one client connection. A reader goroutine decodes calls and hands
 // them to the dispatch table; replies may come from any goroutine (a handler,
 // a KeepAlive hold timer, a lock grant) and are serialised by wmu.
@@ -74,7 +77,14 @@ func (c *conn) serve() {
 	defer c.close()
 	defer c.s.dropConn(c)
 	for {
+		// Wait for a frame without a deadline (a client may be idle while
+		// its KeepAlive is parked), then give its body bodyTimeout to
+		// arrive, so a truncated frame cannot hold the reader forever.
+		if _, err := c.br.Peek(1); err == nil {
+			c.nc.SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
 		frame, err := wire.ReadFrame(c.br)
+		c.nc.SetReadDeadline(time.Time{})
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 				c.s.metrics.badFrames.Inc()

@@ -140,7 +140,11 @@ func (c *call) createSession() (any, error) {
 }
 
 func (c *call) keepAlive() (any, error) {
-	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session); err != nil {
+	var a wire.KeepAliveArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent); err != nil {
 		return nil, err
 	}
 	return nil, errDeferred

@@ -130,8 +130,9 @@ func (t *leaseTable) alive(id uint64) bool {
 }
 
 // keepAlive extends the lease to now+TTL and parks the call until its hold
-// ends; a previous parked poll of the same session is answered at once.
-func (t *leaseTable) keepAlive(c *conn, reqID, id uint64) error {
+// ends (or answers at once when urgent); a previous parked poll of the same
+// session is answered at once.
+func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool) error {
 	now := t.s.clock.Now()
 	t.mu.Lock()
 	l, ok := t.m[id]
@@ -144,16 +145,22 @@ func (t *leaseTable) keepAlive(c *conn, reqID, id uint64) error {
 	if old != nil {
 		old.timer.Stop()
 	}
-	hold := t.s.jitterHold(l.ttl)
-	p := &poll{c: c, reqID: reqID}
-	p.timer = t.s.clock.AfterFunc(hold, func() { t.answer(id, p) })
-	l.poll = p
+	l.poll = nil
 	ttl := l.ttl
+	if !urgent {
+		hold := t.s.jitterHold(l.ttl)
+		p := &poll{c: c, reqID: reqID}
+		p.timer = t.s.clock.AfterFunc(hold, func() { t.answer(id, p) })
+		l.poll = p
+	}
 	t.mu.Unlock()
 	if old != nil {
 		old.c.reply(old.reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
 	}
 	t.s.metrics.keepAlives.Inc()
+	if urgent {
+		c.reply(reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
+	}
 	return nil
 }
 

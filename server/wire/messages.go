@@ -96,8 +96,12 @@ type CreateSessionReply struct {
 	TTL     int64  `msgpack:"ttl"`
 }
 
-// KeepAliveArgs renews the session lease.
-type KeepAliveArgs struct{}
+// KeepAliveArgs renews the session lease. Urgent asks the master to answer
+// at once instead of holding the poll: the client's local lease has run out
+// (jeopardy) or it has just (re)connected, and it wants a fresh lease now.
+type KeepAliveArgs struct {
+	Urgent bool `msgpack:"u,omitempty"`
+}
 
 // KeepAliveReply grants a lease of TTL measured from when the KeepAlive was
 // sent (the client subtracts its drift margin).
