@@ -19,6 +19,9 @@ import (
 type Config struct {
 	// Servers are RPC addresses of any servers of the cell.
 	Servers []string
+	// FixedServers: connect only to Servers, never to the servers the cell
+	// advertises (for clients that reach the cell through proxies).
+	FixedServers bool
 	// SessionTTL is the lease TTL to ask for (0: the cell's default).
 	SessionTTL time.Duration
 	// Grace is how long to keep trying after the local lease ran out
@@ -47,6 +50,7 @@ type Client struct {
 	rngMu sync.Mutex
 
 	mu        sync.Mutex
+	known     []string // servers to try: the configured ones, then those the cell told us of
 	conn      *rpcConn
 	connReady chan struct{} // closed when conn is set
 	master    string
@@ -91,6 +95,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		log:       cfg.Logger.Named("client"),
 		rng:       rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x2545f4914f6cdd1d)),
 		connReady: make(chan struct{}),
+		known:     append([]string(nil), cfg.Servers...),
 		held:      map[*Handle]struct{}{},
 		events:    make(chan Event, cfg.EventBuffer),
 		stop:      make(chan struct{}),
@@ -131,7 +136,9 @@ func (c *Client) backoff(b *session.Backoff) time.Duration {
 func (c *Client) connect(ctx context.Context) error {
 	var lastErr error = errors.New("no servers")
 	tried := map[string]bool{}
-	queue := append([]string(nil), c.cfg.Servers...)
+	c.mu.Lock()
+	queue := append([]string(nil), c.known...)
+	c.mu.Unlock()
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
@@ -154,10 +161,11 @@ func (c *Client) connect(ctx context.Context) error {
 			lastErr = err
 			continue
 		}
+		c.learn(hello.Servers)
 		if !hello.IsMaster {
 			conn.close()
 			lastErr = fmt.Errorf("%s (%s) is not the master", addr, hello.Node)
-			if hello.Master != "" {
+			if hello.Master != "" && !c.cfg.FixedServers {
 				queue = append([]string{hello.Master}, queue...)
 			}
 			continue
@@ -180,6 +188,24 @@ func (c *Client) connect(ctx context.Context) error {
 		return nil
 	}
 	return lastErr
+}
+
+// learn adds servers a Hello told us of to the ones tried on reconnect.
+func (c *Client) learn(servers []string) {
+	if c.cfg.FixedServers {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range servers {
+		found := false
+		for _, k := range c.known {
+			found = found || k == s
+		}
+		if !found {
+			c.known = append(c.known, s)
+		}
+	}
 }
 
 // current returns the connection to the master, waiting while the KeepAlive
@@ -532,4 +558,26 @@ func (c *Client) Close() error {
 	<-c.done
 	c.loseLocks()
 	return err
+}
+
+// Member is a server of the cell.
+type Member = wire.Member
+
+// Members lists the cell's servers: name, RPC address, gossip state, whether
+// it votes and which is the master.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	var rep wire.MembersReply
+	if err := c.do(ctx, wire.MMembers, wire.Empty{}, &rep, true); err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	return rep.Members, nil
+}
+
+// RemoveServer removes a server from the cell for good (an operator
+// command). A server that is merely down stays a member until removed.
+func (c *Client) RemoveServer(ctx context.Context, name string) error {
+	if err := c.do(ctx, wire.MRemoveServer, wire.RemoveServerArgs{Name: name}, nil, true); err != nil {
+		return fmt.Errorf("remove-server %s: %w", name, err)
+	}
+	return nil
 }

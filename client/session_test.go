@@ -44,6 +44,7 @@ func newRig(t *testing.T, cfg client.Config) *rig {
 	c := cell.Start(t, cell.WithManualClock())
 	r := &rig{c: c, sc: c.Manual(t), cc: session.NewManualClock(cell.Epoch), p: c.NewProxy(t)}
 	cfg.Servers = []string{r.p.Addr()}
+	cfg.FixedServers = true // the proxy is the only way to the master
 	cfg.Clock = r.cc
 	r.cl = c.Dial(t, cfg)
 	// The first KeepAlive is parked on the master (its hold runs on sc).

@@ -16,6 +16,7 @@ var handlers = [opMax]func(*State, *Command, *Result){
 	OpCancelWait:    (*State).applyCancelWait,
 	OpRelease:       (*State).applyRelease,
 	OpGrantDelayed:  (*State).applyGrantDelayed,
+	OpRemoveServer:  (*State).applyRemoveServer,
 }
 
 // Apply applies the command at raft log index to the state and returns its
@@ -492,4 +493,15 @@ func (s *State) applyGrantDelayed(c *Command, r *Result) {
 		return
 	}
 	s.grantWaiters(c.Path, n, c.Now, r)
+}
+
+func (s *State) applyRemoveServer(c *Command, r *Result) {
+	if c.Path == "" {
+		r.Err = errf(ErrBadRequest, "remove-server needs a server id")
+		return
+	}
+	if s.removed == nil {
+		s.removed = map[string]int64{}
+	}
+	s.removed[c.Path] = c.Now
 }

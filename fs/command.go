@@ -24,11 +24,12 @@ const (
 	OpCancelWait       // Path, WaitID: leave the queue (or release what the wait was granted)
 	OpRelease          // Path, Gen
 	OpGrantDelayed     // Path: lock-delay over, grant the queue
+	OpRemoveServer     // Path = server id: an operator removed it for good
 	opMax
 )
 
 var opNames = [...]string{"invalid", "new-epoch", "create-session", "end-session", "create",
-	"set-contents", "delete", "acquire", "cancel-wait", "release", "grant-delayed"}
+	"set-contents", "delete", "acquire", "cancel-wait", "release", "grant-delayed", "remove-server"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {

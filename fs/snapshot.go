@@ -12,22 +12,23 @@ import (
 const snapshotVersion = 1
 
 type snapshot struct {
-	Version     int           `msgpack:"v"`
-	Cell        string        `msgpack:"cell"`
-	Counter     uint64        `msgpack:"ctr"`
-	NextSession uint64        `msgpack:"ns"`
-	Epoch       uint64        `msgpack:"ep"`
-	Applied     uint64        `msgpack:"ap"`
-	Paths       []string      `msgpack:"paths"`
-	Nodes       []*node       `msgpack:"nodes"`
-	Sessions    []*sessionRec `msgpack:"sessions"`
+	Version     int              `msgpack:"v"`
+	Cell        string           `msgpack:"cell"`
+	Counter     uint64           `msgpack:"ctr"`
+	NextSession uint64           `msgpack:"ns"`
+	Epoch       uint64           `msgpack:"ep"`
+	Applied     uint64           `msgpack:"ap"`
+	Paths       []string         `msgpack:"paths"`
+	Nodes       []*node          `msgpack:"nodes"`
+	Sessions    []*sessionRec    `msgpack:"sessions"`
+	Removed     map[string]int64 `msgpack:"removed,omitempty"`
 }
 
 // Snapshot writes the whole state to w. Derived indexes (children, a
 // session's locks, waits and ephemerals) are rebuilt by Restore.
 func (s *State) Snapshot(w io.Writer) error {
 	snap := snapshot{Version: snapshotVersion, Cell: s.cell, Counter: s.counter,
-		NextSession: s.nextSession, Epoch: s.epoch, Applied: s.applied}
+		NextSession: s.nextSession, Epoch: s.epoch, Applied: s.applied, Removed: s.removed}
 	snap.Paths = make([]string, 0, len(s.nodes))
 	for p := range s.nodes {
 		snap.Paths = append(snap.Paths, p)
@@ -59,6 +60,7 @@ func (s *State) Restore(r io.Reader) error {
 		return fmt.Errorf("snapshot has %d paths and %d nodes", len(snap.Paths), len(snap.Nodes))
 	}
 	s.counter, s.nextSession, s.epoch, s.applied = snap.Counter, snap.NextSession, snap.Epoch, snap.Applied
+	s.removed = snap.Removed
 	s.nodes = make(map[string]*node, len(snap.Nodes))
 	s.sessions = make(map[uint64]*sessionRec, len(snap.Sessions))
 	for _, rec := range snap.Sessions {

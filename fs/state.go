@@ -78,6 +78,7 @@ type State struct {
 	applied     uint64
 	nodes       map[string]*node
 	sessions    map[uint64]*sessionRec
+	removed     map[string]int64 // server id → when an operator removed it
 }
 
 // New returns an empty namespace for cell, holding only the root directory.
@@ -91,6 +92,7 @@ func (s *State) reset() {
 	s.counter, s.nextSession, s.epoch, s.applied = 0, 0, 0, 0
 	s.nodes = map[string]*node{}
 	s.sessions = map[uint64]*sessionRec{}
+	s.removed = nil
 	s.counter++
 	s.nodes[s.root] = &node{Stat: Stat{Instance: s.counter, IsDir: true}, children: map[string]struct{}{}}
 }
@@ -210,6 +212,15 @@ func (s *State) DelayedLocks() []Delayed {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// RemovedServers returns the ids of servers an operator removed for good.
+func (s *State) RemovedServers() map[string]bool {
+	out := make(map[string]bool, len(s.removed))
+	for id := range s.removed {
+		out[id] = true
+	}
 	return out
 }
 

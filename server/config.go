@@ -10,6 +10,7 @@ import (
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Config configures one chubbyd server.
@@ -32,10 +33,31 @@ type Config struct {
 	// something else; never set by chubbyd.
 	NoSync bool
 
+	// Raft timing. A follower starts an election after HeartbeatTimeout
+	// (randomised up to 2x) without hearing from the leader; the leader steps
+	// down after LeaderLeaseTimeout without a quorum.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+
+	// StaticPeers, when set, replaces gossip: the cell is exactly these
+	// servers (this one included), bootstrapped together on first start.
+	// For in-process tests with an injected RaftTransport.
+	StaticPeers []Peer
+	// RaftTransport, when set, is used instead of TCP on RaftAddr (tests).
+	RaftTransport raft.Transport
+
 	// Clock drives leases, lock-delay and KeepAlive holds (RealClock if nil).
 	Clock session.Clock
 	// Logger receives the server's hclog lines (stderr if nil).
 	Logger hclog.Logger
+}
+
+// Peer names a server of the cell.
+type Peer struct {
+	ID       string `msgpack:"id" json:"id"`
+	RPCAddr  string `msgpack:"rpc" json:"rpc_addr"`
+	RaftAddr string `msgpack:"raft" json:"raft_addr"`
 }
 
 // DefaultConfig returns the configuration of a bare `chubbyd`: a one-server
@@ -53,9 +75,12 @@ func DefaultConfig() Config {
 		RaftAddr:          "127.0.0.1:7101",
 		GossipAddr:        "127.0.0.1:7102",
 		HTTPAddr:          "127.0.0.1:7180",
-		BootstrapExpect:   1,
-		DefaultTTL:        session.DefaultTTL,
-		SnapshotThreshold: 8192,
+		BootstrapExpect:    1,
+		DefaultTTL:         session.DefaultTTL,
+		SnapshotThreshold:  8192,
+		HeartbeatTimeout:   400 * time.Millisecond,
+		ElectionTimeout:    400 * time.Millisecond,
+		LeaderLeaseTimeout: 200 * time.Millisecond,
 	}
 }
 
@@ -84,8 +109,11 @@ func (c *Config) Validate() error {
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))
 	}
-	if c.BootstrapExpect > 1 || len(c.Join) > 0 {
-		errs = append(errs, fmt.Errorf("bootstrap-expect %d / join %v: a multi-server cell needs the replicated cell, which this build does not have yet; run one server", c.BootstrapExpect, c.Join))
+	if c.BootstrapExpect > 5 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d: a cell has at most 5 voters", c.BootstrapExpect))
+	}
+	if c.HeartbeatTimeout != 0 && c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
+		errs = append(errs, fmt.Errorf("leader lease timeout %v must be shorter than the heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
 	}
 	if c.DefaultTTL != 0 && (c.DefaultTTL < session.MinTTL || c.DefaultTTL > session.MaxTTL) {
 		errs = append(errs, fmt.Errorf("default TTL %v: must be within [%v, %v]", c.DefaultTTL, session.MinTTL, session.MaxTTL))

@@ -2,11 +2,13 @@ package server
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
+	"github.com/hashicorp/raft"
 )
 
 // call is one request being served.
@@ -23,6 +25,9 @@ type callSpec struct {
 	inline bool
 	// needSession: the call must name a live session of this master.
 	needSession bool
+	// read: answered from the local state after the master confirmed its
+	// leadership with a quorum (linearizable reads).
+	read bool
 	// handle returns the reply body, or errDeferred when it will reply later.
 	handle func(*call) (any, error)
 }
@@ -40,16 +45,18 @@ func init() {
 		wire.MKeepAlive:      {inline: true, needSession: true, handle: (*call).keepAlive},
 		wire.MCloseSession:   {needSession: true, handle: (*call).closeSession},
 		wire.MOpen:           {needSession: true, handle: (*call).open},
-		wire.MGetContents:    {inline: true, needSession: true, handle: (*call).getContents},
-		wire.MGetStat:        {inline: true, needSession: true, handle: (*call).getStat},
-		wire.MReadDir:        {inline: true, needSession: true, handle: (*call).readDir},
+		wire.MGetContents:    {read: true, needSession: true, handle: (*call).getContents},
+		wire.MGetStat:        {read: true, needSession: true, handle: (*call).getStat},
+		wire.MReadDir:        {read: true, needSession: true, handle: (*call).readDir},
 		wire.MSetContents:    {needSession: true, handle: (*call).setContents},
 		wire.MDelete:         {needSession: true, handle: (*call).delete},
 		wire.MAcquire:        {needSession: true, handle: (*call).acquire},
 		wire.MCancelAcquire:  {needSession: true, handle: (*call).cancelAcquire},
 		wire.MRelease:        {needSession: true, handle: (*call).release},
-		wire.MSequencer:      {inline: true, needSession: true, handle: (*call).sequencer},
-		wire.MCheckSequencer: {inline: true, handle: (*call).checkSequencer},
+		wire.MSequencer:      {read: true, needSession: true, handle: (*call).sequencer},
+		wire.MCheckSequencer: {read: true, handle: (*call).checkSequencer},
+		wire.MMembers:        {handle: (*call).members},
+		wire.MRemoveServer:   {handle: (*call).removeServer},
 	}
 }
 
@@ -75,8 +82,8 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 }
 
 func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
-	if req.Method == wire.MHello {
-		return nil, nil
+	if req.Method == wire.MHello || req.Method == wire.MMembers {
+		return nil, nil // any server answers these, master or not
 	}
 	epoch := s.epoch.Load()
 	if epoch == 0 {
@@ -88,7 +95,18 @@ func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
 	if spec.needSession && !s.leases.alive(req.Session) {
 		return nil, fmt.Errorf("%w: session %d", fs.ErrSessionExpired, req.Session)
 	}
+	if spec.read || (req.Method == wire.MOpen && !isCreate(req)) {
+		if err := s.verifier.verify(); err != nil {
+			return nil, err
+		}
+	}
 	return nil, nil
+}
+
+// isCreate reports whether an Open call may create (a write, not a read).
+func isCreate(req *wire.Request) bool {
+	var a wire.OpenArgs
+	return wire.Unmarshal(req.Body, &a) == nil && a.Create
 }
 
 func (c *call) decode(v any) error {
@@ -111,11 +129,72 @@ func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
 func (c *call) checkPath(p string) error { return fs.CheckPath(c.s.cfg.Cell, p) }
 
 func (c *call) hello() (any, error) {
-	rep := wire.HelloReply{Cell: c.s.cfg.Cell, Node: c.s.cfg.NodeID, Servers: []string{c.s.RPCAddr()}}
+	rep := wire.HelloReply{Cell: c.s.cfg.Cell, Node: c.s.cfg.NodeID}
+	for _, info := range c.s.members.snapshot() {
+		if info.RPCAddr != "" {
+			rep.Servers = append(rep.Servers, info.RPCAddr)
+		}
+	}
+	sort.Strings(rep.Servers)
 	if e := c.s.epoch.Load(); e != 0 {
 		rep.IsMaster, rep.Master, rep.Epoch = true, c.s.RPCAddr(), e
+	} else if _, id := c.s.raft.LeaderWithID(); id != "" && string(id) != c.s.cfg.NodeID {
+		rep.Master = c.s.members.rpcAddr(string(id))
 	}
 	return rep, nil
+}
+
+func (c *call) members() (any, error) {
+	cf := c.s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+	}
+	_, leader := c.s.raft.LeaderWithID()
+	book := c.s.members.snapshot()
+	var rep wire.MembersReply
+	for _, srv := range cf.Configuration().Servers {
+		id := string(srv.ID)
+		m := wire.Member{Name: id, Voter: srv.Suffrage == raft.Voter, Master: srv.ID == leader, State: "unknown"}
+		if info, ok := book[id]; ok {
+			m.RPCAddr = info.RPCAddr
+			if info.State != "" {
+				m.State = info.State
+			}
+		}
+		if id == c.s.cfg.NodeID {
+			m.State = "alive"
+		}
+		rep.Members = append(rep.Members, m)
+	}
+	sort.Slice(rep.Members, func(i, j int) bool { return rep.Members[i].Name < rep.Members[j].Name })
+	return rep, nil
+}
+
+func (c *call) removeServer() (any, error) {
+	var a wire.RemoveServerArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	cf := c.s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+	}
+	found := false
+	for _, srv := range cf.Configuration().Servers {
+		found = found || string(srv.ID) == a.Name
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: no server named %q in the cell", fs.ErrNoSuchNode, a.Name)
+	}
+	// Tombstone first, so the master does not add it back from gossip.
+	if _, err := c.s.propose(&fs.Command{Op: fs.OpRemoveServer, Path: a.Name}); err != nil {
+		return nil, err
+	}
+	c.s.log.Info("removing server for good", "node", a.Name)
+	if err := c.s.raft.RemoveServer(raft.ServerID(a.Name), 0, 10*time.Second).Error(); err != nil {
+		return nil, fmt.Errorf("%w: remove %s: %v", fs.ErrUnavailable, a.Name, err)
+	}
+	return wire.Empty{}, nil
 }
 
 func (c *call) createSession() (any, error) {

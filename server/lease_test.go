@@ -56,7 +56,7 @@ func TestKeepAliveCostsNoRaftWrite(t *testing.T) {
 	}
 	// A library client renews by itself, through a proxy that counts.
 	p := c.NewProxy(t)
-	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, SessionTTL: ttl})
+	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl})
 	cell.WaitFor(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	barrier(t, c)
 	before := c.Status()
@@ -124,7 +124,7 @@ func TestMasterStallDoesNotMassExpire(t *testing.T) {
 	}
 	// A library client with a parked KeepAlive, through a counting proxy.
 	p := c.NewProxy(t)
-	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, SessionTTL: ttl})
+	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl})
 	cell.WaitFor(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	h := open(t, cl, c.Path("client-lock"), client.Create())
 	if err := h.TryAcquire(ctxT(t), client.Exclusive); err != nil {
@@ -201,7 +201,7 @@ func TestRestartKeepsStateLocksAndSessions(t *testing.T) {
 	step := ttl/3 + ttl/15 + time.Millisecond
 
 	p := c.NewProxy(t)
-	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, SessionTTL: ttl})
+	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl})
 	files := map[string]string{c.Path("a"): "alpha", c.Path("dir/b"): "beta"}
 	if _, err := cl.Open(ctxT(t), c.Path("dir"), client.CreateDir()); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,9 @@ type Server struct {
 	fsm       *fsm
 	raft      *raft.Raft
 	store     *raftboltdb.BoltStore
-	transport *raft.NetworkTransport
+	transport raft.Transport
+	members   *membership
+	existing  bool // raft had state on disk at start
 	notifyCh  chan bool
 
 	ln       net.Listener
@@ -62,6 +65,7 @@ type Server struct {
 	rng   *rand.Rand
 
 	proposer proposer
+	verifier readVerifier
 }
 
 type waitKey struct {
@@ -88,8 +92,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultTTL == 0 {
 		cfg.DefaultTTL = session.DefaultTTL
 	}
+	def := DefaultConfig()
 	if cfg.SnapshotThreshold == 0 {
-		cfg.SnapshotThreshold = 8192
+		cfg.SnapshotThreshold = def.SnapshotThreshold
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -106,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.leases = newLeaseTable(s)
 	s.proposer.s = s
+	s.verifier.s = s
 	s.fsm.onApply = s.onApply
 	return s, nil
 }
@@ -125,13 +134,28 @@ func (s *Server) Start() error {
 		return fmt.Errorf("rpc-addr %s: %w", s.cfg.RPCAddr, err)
 	}
 	s.ln = ln
+	s.members = newMembership(s)
+	if err := s.members.start(s.existing); err != nil {
+		ln.Close()
+		s.stopRaft()
+		return err
+	}
 	if s.cfg.HTTPAddr != "" {
 		if err := s.startHTTP(); err != nil {
 			ln.Close()
+			s.members.shutdown()
 			s.stopRaft()
 			return err
 		}
 	}
+	if err := s.maybeBootstrap(); err != nil {
+		ln.Close()
+		s.members.shutdown()
+		s.stopRaft()
+		return err
+	}
+	s.members.wg.Add(1)
+	go s.members.reconcileLoop()
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.leadershipLoop()
@@ -144,9 +168,9 @@ func (s *Server) startRaft() error {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(s.cfg.NodeID)
 	rc.Logger = rlog
-	rc.HeartbeatTimeout = 500 * time.Millisecond
-	rc.ElectionTimeout = 500 * time.Millisecond
-	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.HeartbeatTimeout = s.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = s.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = s.cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.MaxAppendEntries = 256
 	rc.BatchApplyCh = true
@@ -170,39 +194,83 @@ func (s *Server) startRaft() error {
 		store.Close()
 		return fmt.Errorf("snapshot store in %s: %w", s.cfg.DataDir, err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
-	if err != nil {
-		store.Close()
-		return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
-	}
-	trans, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, rlog)
-	if err != nil {
-		store.Close()
-		return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+	trans := s.cfg.RaftTransport
+	if trans == nil {
+		addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
+		if err != nil {
+			store.Close()
+			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+		}
+		tcp, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, rlog)
+		if err != nil {
+			store.Close()
+			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+		}
+		trans = tcp
 	}
 	s.transport = trans
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		trans.Close()
+		closeTransport(trans)
 		store.Close()
 		return err
 	}
+	s.existing = existing
 	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
 	if err != nil {
-		trans.Close()
+		closeTransport(trans)
 		store.Close()
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
-	if !existing {
-		s.log.Info("bootstrapping a new one-server cell", "node", s.cfg.NodeID)
-		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}})
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			s.stopRaft()
-			return fmt.Errorf("bootstrap: %w", err)
-		}
-	}
 	return nil
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// maybeBootstrap forms a new cell when this server has no raft state: at
+// once for a lone server (bootstrap-expect 1, nothing to join) or with the
+// static peers; otherwise once bootstrap-expect servers have met by gossip.
+// A server with state, or one joining a running cell, never bootstraps.
+func (s *Server) maybeBootstrap() error {
+	switch {
+	case s.existing:
+		return nil
+	case len(s.cfg.StaticPeers) > 0:
+		return s.bootstrap(s.cfg.StaticPeers)
+	case s.cfg.BootstrapExpect <= 1 && len(s.cfg.Join) == 0:
+		return s.bootstrap([]Peer{{ID: s.cfg.NodeID, RPCAddr: s.RPCAddr(), RaftAddr: string(s.transport.LocalAddr())}})
+	}
+	s.log.Info("waiting for the cell to form", "bootstrap_expect", s.cfg.BootstrapExpect, "join", s.cfg.Join)
+	s.members.wg.Add(1)
+	go s.members.bootstrapLoop()
+	return nil
+}
+
+// bootstrap writes the first raft configuration: exactly peers, as voters.
+func (s *Server) bootstrap(peers []Peer) error {
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+	var conf raft.Configuration
+	for _, p := range peers {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+	}
+	s.log.Info("bootstrapping the cell", "servers", len(peers))
+	if err := s.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	s.members.markBootstrapped()
+	return nil
+}
+
+// removedServers returns the servers an operator removed for good.
+func (s *Server) removedServers() map[string]bool {
+	var out map[string]bool
+	s.fsm.read(func(st *fs.State) { out = st.RemovedServers() })
+	return out
 }
 
 func (s *Server) stopRaft() {
@@ -212,7 +280,7 @@ func (s *Server) stopRaft() {
 		}
 	}
 	if s.transport != nil {
-		s.transport.Close()
+		closeTransport(s.transport)
 	}
 	if s.store != nil {
 		s.store.Close()
@@ -257,6 +325,7 @@ func (s *Server) Close() error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.transferLeadership()
 	close(s.shutdown)
 	if s.ln != nil {
 		s.ln.Close()
@@ -272,10 +341,38 @@ func (s *Server) Close() error {
 	}
 	s.connsMu.Unlock()
 	s.revokeMaster()
+	if s.members != nil {
+		s.members.shutdown()
+	}
 	s.stopRaft()
 	s.wg.Wait()
 	s.log.Info("stopped", "node", s.cfg.NodeID)
 	return nil
+}
+
+// transferLeadership hands raft leadership to another voter before a master
+// shuts down, so the cell does not wait out an election timeout.
+func (s *Server) transferLeadership() {
+	if s.raft == nil || s.raft.State() != raft.Leader {
+		return
+	}
+	cf := s.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	voters := 0
+	for _, srv := range cf.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	s.log.Info("transferring leadership before shutdown")
+	if err := s.raft.LeadershipTransfer().Error(); err != nil {
+		s.log.Warn("leadership transfer failed", "err", err)
+	}
 }
 
 func (s *Server) acceptLoop() {

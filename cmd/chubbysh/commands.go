@@ -70,8 +70,8 @@ func init() {
 		{name: "watch", usage: "watch PATH [-for DUR]", help: "print events on PATH (not in this version)", min: 1, max: 1, valueFlags: []string{"for"}, run: notYet},
 		{name: "session", usage: "session", help: "show the session: id, TTL, lease left, master, epoch", run: (*shell).cmdSession},
 		{name: "cache", usage: "cache", help: "show cache statistics (not in this version)", run: notYet},
-		{name: "members", usage: "members", help: "list the cell's servers (not in this version)", run: notYet},
-		{name: "remove-server", usage: "remove-server NAME", help: "remove a server from the cell for good (not in this version)", min: 1, max: 1, run: notYet},
+		{name: "members", usage: "members", help: "list the cell's servers, their state and the master", run: (*shell).cmdMembers},
+		{name: "remove-server", usage: "remove-server NAME", help: "remove a server from the cell for good (operator command)", min: 1, max: 1, run: (*shell).cmdRemoveServer},
 		{name: "sleep", usage: "sleep DUR", help: "wait, keeping the session and its locks alive", min: 1, max: 1, run: (*shell).cmdSleep},
 		{name: "help", usage: "help", help: "list the commands", max: 1, noSession: true, run: (*shell).cmdHelp},
 		{name: "exit", usage: "exit", help: "end the session (releasing its locks) and leave", noSession: true, run: func(*shell, *cmdArgs) error { return nil }},
@@ -636,5 +636,43 @@ func (sh *shell) cmdHelp(a *cmdArgs) error {
 	}
 	sort.Strings(names)
 	sh.out(map[string]any{"commands": names}, commandSummary())
+	return nil
+}
+
+func (sh *shell) cmdMembers(a *cmdArgs) error {
+	ctx, cancel := sh.ctx()
+	defer cancel()
+	ms, err := sh.cli.Members(ctx)
+	if err != nil {
+		return err
+	}
+	if ms == nil {
+		ms = []client.Member{}
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tRPC ADDRESS\tSTATE\tROLE")
+	for _, m := range ms {
+		role := "voter"
+		if !m.Voter {
+			role = "non-voter"
+		}
+		if m.Master {
+			role = "master"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.RPCAddr, m.State, role)
+	}
+	tw.Flush()
+	sh.out(map[string]any{"members": ms}, b.String())
+	return nil
+}
+
+func (sh *shell) cmdRemoveServer(a *cmdArgs) error {
+	ctx, cancel := sh.ctx()
+	defer cancel()
+	if err := sh.cli.RemoveServer(ctx, a.pos[0]); err != nil {
+		return err
+	}
+	sh.out(map[string]any{"ok": true}, "")
 	return nil
 }

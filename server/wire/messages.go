@@ -29,12 +29,14 @@ const (
 	MRelease               // ReleaseArgs → Empty
 	MSequencer             // NodeArgs → SeqReply
 	MCheckSequencer        // CheckSequencerArgs → CheckSequencerReply
+	MMembers               // Empty → MembersReply (any server answers)
+	MRemoveServer          // RemoveServerArgs → Empty (master only)
 	MethodCount
 )
 
 var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
-	"CancelAcquire", "Release", "Sequencer", "CheckSequencer"}
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -197,4 +199,24 @@ type CheckSequencerArgs struct {
 // CheckSequencerReply answers CheckSequencer.
 type CheckSequencerReply struct {
 	Valid bool `msgpack:"v"`
+}
+
+// Member is one server of the cell as Members reports it.
+type Member struct {
+	Name    string `msgpack:"n" json:"name"`
+	RPCAddr string `msgpack:"rpc" json:"rpc_addr"`
+	// State is the gossip view: alive, suspect, dead, left, or unknown.
+	State  string `msgpack:"st" json:"state"`
+	Voter  bool   `msgpack:"v" json:"voter"`
+	Master bool   `msgpack:"m" json:"master"`
+}
+
+// MembersReply lists the servers of the raft configuration.
+type MembersReply struct {
+	Members []Member `msgpack:"ms"`
+}
+
+// RemoveServerArgs names a server to remove from the cell for good.
+type RemoveServerArgs struct {
+	Name string `msgpack:"n"`
 }

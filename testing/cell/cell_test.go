@@ -82,7 +82,7 @@ func TestRawSession(t *testing.T) {
 func TestProxy(t *testing.T) {
 	c := cell.Start(t, cell.WithManualClock())
 	p := c.NewProxy(t)
-	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}})
+	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true})
 	cell.WaitFor(t, 0, "the client's first KeepAlive to pass", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	p.Break()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -15,7 +15,7 @@ import (
 // forwards TCP connections frame by frame, counts the calls that pass, can
 // drop chosen requests, and can break every connection (and refuse new ones)
 // until healed. Dial a client through it with
-// c.Dial(t, client.Config{Servers: []string{p.Addr()}}).
+// c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true}).
 type Proxy struct {
 	ln     net.Listener
 	target string

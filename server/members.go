@@ -1,0 +1,421 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// maxVoters: servers past this many join the raft configuration as
+// non-voters (they replicate, and can be promoted by removing a voter).
+const maxVoters = 5
+
+// membership discovers the cell's servers with memberlist gossip, decides
+// when a new cell bootstraps, and keeps the address book that maps a raft
+// server id to its RPC address (so any server can say where the master is).
+//
+// Membership changes never expire sessions and never remove a raft server by
+// themselves: a server that dies stays in the raft configuration until an
+// operator runs remove-server (DESIGN hazard: Consul #6793).
+type membership struct {
+	s   *Server
+	log hclog.Logger
+	ml  *memberlist.Memberlist
+
+	mu           sync.Mutex
+	book         map[string]*memberInfo
+	meta         nodeMeta
+	bootstrapped bool
+
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// memberInfo is what the address book knows of a server.
+type memberInfo struct {
+	Peer
+	Gossip string `json:"gossip_addr"`
+	State  string `json:"-"` // alive, suspect, dead, left; "" unknown
+}
+
+// nodeMeta is gossiped with each member.
+type nodeMeta struct {
+	Cell         string `msgpack:"c"`
+	ID           string `msgpack:"id"`
+	RPC          string `msgpack:"rpc"`
+	Raft         string `msgpack:"raft"`
+	Expect       int    `msgpack:"x"`
+	Bootstrapped bool   `msgpack:"b"` // part of a raft configuration already
+}
+
+func newMembership(s *Server) *membership {
+	return &membership{s: s, log: s.log.Named("members"), book: map[string]*memberInfo{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+func (m *membership) bookFile() string { return filepath.Join(m.s.cfg.DataDir, "members.json") }
+
+// start loads the saved address book, starts gossip (unless the cell is
+// static) and begins joining.
+func (m *membership) start(existing bool) error {
+	cfg := m.s.cfg
+	self := &memberInfo{Peer: Peer{ID: cfg.NodeID, RPCAddr: m.s.RPCAddr(), RaftAddr: string(m.s.transport.LocalAddr())}, Gossip: cfg.GossipAddr, State: "alive"}
+	m.book[cfg.NodeID] = self
+	m.bootstrapped = existing
+	for _, p := range cfg.StaticPeers {
+		if p.ID != cfg.NodeID {
+			m.book[p.ID] = &memberInfo{Peer: p}
+		}
+	}
+	var saved []memberInfo
+	if b, err := os.ReadFile(m.bookFile()); err == nil {
+		if err := json.Unmarshal(b, &saved); err != nil {
+			m.log.Warn("ignoring unreadable address book", "file", m.bookFile(), "err", err)
+		}
+	}
+	for i := range saved {
+		if saved[i].ID != cfg.NodeID {
+			if _, ok := m.book[saved[i].ID]; !ok {
+				info := saved[i]
+				info.State = ""
+				m.book[info.ID] = &info
+			}
+		}
+	}
+	if len(cfg.StaticPeers) > 0 {
+		return nil
+	}
+	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("gossip-addr %s: %w", cfg.GossipAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("gossip-addr %s: %w", cfg.GossipAddr, err)
+	}
+	m.meta = nodeMeta{Cell: cfg.Cell, ID: cfg.NodeID, RPC: self.RPCAddr, Raft: self.RaftAddr, Expect: cfg.BootstrapExpect, Bootstrapped: existing}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeID
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	mc.Delegate = &gossipDelegate{m}
+	mc.Events = &gossipEvents{m}
+	mc.LogOutput = m.log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("gossip-addr %s: %w", cfg.GossipAddr, err)
+	}
+	m.ml = ml
+	m.wg.Add(1)
+	go m.joinLoop()
+	return nil
+}
+
+// joinLoop joins the -join addresses and the saved members' gossip
+// addresses, retrying until one answers.
+func (m *membership) joinLoop() {
+	defer m.wg.Done()
+	seen := map[string]bool{m.s.cfg.GossipAddr: true}
+	var addrs []string
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	for _, a := range m.s.cfg.Join {
+		add(a)
+	}
+	m.mu.Lock()
+	for _, info := range m.book {
+		add(info.Gossip)
+	}
+	m.mu.Unlock()
+	if len(addrs) == 0 {
+		return
+	}
+	delay := 200 * time.Millisecond
+	for {
+		n, err := m.ml.Join(addrs)
+		if n > 0 {
+			m.log.Info("joined the cell's gossip", "contacted", n)
+			return
+		}
+		m.log.Debug("join failed; retrying", "addrs", addrs, "err", err)
+		select {
+		case <-m.stop:
+			return
+		case <-time.After(delay):
+		}
+		if delay < 2*time.Second {
+			delay *= 2
+		}
+	}
+}
+
+// bootstrapLoop waits for BootstrapExpect servers of this cell and then
+// bootstraps raft with exactly them. Every server of the first start does the
+// same with the same set, so they form one configuration. A server that sees
+// a member already in a configuration does not bootstrap: the master adds it.
+func (m *membership) bootstrapLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		if m.isBootstrapped() {
+			return
+		}
+		var peers []Peer
+		existing := false
+		for _, n := range m.ml.Members() {
+			if n.State != memberlist.StateAlive {
+				continue
+			}
+			meta, ok := decodeMeta(n.Meta)
+			if !ok || meta.Cell != m.s.cfg.Cell {
+				continue
+			}
+			if meta.Bootstrapped {
+				existing = true
+			}
+			peers = append(peers, Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft})
+		}
+		if existing {
+			m.log.Info("found a running cell; waiting to be added by its master")
+			return
+		}
+		expect := m.s.cfg.BootstrapExpect
+		if expect <= 1 || len(peers) < expect {
+			continue
+		}
+		if err := m.s.bootstrap(peers); err != nil {
+			m.log.Error("bootstrap failed", "err", err)
+			continue
+		}
+		return
+	}
+}
+
+func (m *membership) isBootstrapped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bootstrapped
+}
+
+// markBootstrapped records that this server is part of a raft configuration
+// and gossips it, so late servers join instead of bootstrapping.
+func (m *membership) markBootstrapped() {
+	m.mu.Lock()
+	if m.bootstrapped {
+		m.mu.Unlock()
+		return
+	}
+	m.bootstrapped = true
+	m.meta.Bootstrapped = true
+	m.mu.Unlock()
+	if m.ml != nil {
+		if err := m.ml.UpdateNode(time.Second); err != nil {
+			m.log.Debug("gossip meta update", "err", err)
+		}
+	}
+}
+
+// reconcileLoop runs on every server; on the master it adds gossip members
+// missing from the raft configuration (voters up to maxVoters, then
+// non-voters), skipping servers removed by an operator.
+func (m *membership) reconcileLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		case <-m.wake:
+		}
+		if cf := m.s.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
+			m.markBootstrapped()
+		}
+		if !m.s.IsMaster() || m.ml == nil {
+			continue
+		}
+		m.reconcile()
+	}
+}
+
+func (m *membership) reconcile() {
+	cf := m.s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return
+	}
+	inConfig := map[string]bool{}
+	voters := 0
+	for _, srv := range cf.Configuration().Servers {
+		inConfig[string(srv.ID)] = true
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	removed := m.s.removedServers()
+	for _, n := range m.ml.Members() {
+		if n.State != memberlist.StateAlive {
+			continue
+		}
+		meta, ok := decodeMeta(n.Meta)
+		if !ok || meta.Cell != m.s.cfg.Cell || inConfig[meta.ID] || removed[meta.ID] {
+			continue
+		}
+		var f raft.IndexFuture
+		if voters < maxVoters {
+			m.log.Info("adding server as voter", "node", meta.ID, "raft", meta.Raft)
+			f = m.s.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+			voters++
+		} else {
+			m.log.Info("adding server as non-voter", "node", meta.ID, "raft", meta.Raft)
+			f = m.s.raft.AddNonvoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+		}
+		if err := f.Error(); err != nil {
+			m.log.Warn("adding server failed", "node", meta.ID, "err", err)
+		}
+	}
+}
+
+func (m *membership) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// update records a member's gossip state and persists the address book.
+func (m *membership) update(n *memberlist.Node, state string) {
+	meta, ok := decodeMeta(n.Meta)
+	if !ok || meta.Cell != m.s.cfg.Cell {
+		return
+	}
+	m.mu.Lock()
+	info := m.book[meta.ID]
+	if info == nil {
+		info = &memberInfo{}
+		m.book[meta.ID] = info
+	}
+	info.Peer = Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft}
+	info.Gossip = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	info.State = state
+	m.saveLocked()
+	m.mu.Unlock()
+	m.poke()
+}
+
+func (m *membership) saveLocked() {
+	list := make([]memberInfo, 0, len(m.book))
+	for _, info := range m.book {
+		list = append(list, *info)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := m.bookFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err == nil {
+		os.Rename(tmp, m.bookFile())
+	}
+}
+
+// rpcAddr returns the RPC address of a server id ("" if unknown).
+func (m *membership) rpcAddr(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if info, ok := m.book[id]; ok {
+		return info.RPCAddr
+	}
+	return ""
+}
+
+// snapshot returns the address book.
+func (m *membership) snapshot() map[string]memberInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]memberInfo, len(m.book))
+	for id, info := range m.book {
+		out[id] = *info
+	}
+	return out
+}
+
+func (m *membership) shutdown() {
+	close(m.stop)
+	if m.ml != nil {
+		// Shutdown, not Leave: a stopped server stays a member of the cell.
+		m.ml.Shutdown()
+	}
+	m.wg.Wait()
+}
+
+func decodeMeta(b []byte) (nodeMeta, bool) {
+	var meta nodeMeta
+	if len(b) == 0 || msgpack.Unmarshal(b, &meta) != nil || meta.ID == "" {
+		return meta, false
+	}
+	return meta, true
+}
+
+type gossipDelegate struct{ m *membership }
+
+func (d *gossipDelegate) NodeMeta(limit int) []byte {
+	d.m.mu.Lock()
+	meta := d.m.meta
+	d.m.mu.Unlock()
+	b, err := msgpack.Marshal(&meta)
+	if err != nil || len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d *gossipDelegate) NotifyMsg([]byte)                           {}
+func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }
+func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type gossipEvents struct{ m *membership }
+
+func (e *gossipEvents) NotifyJoin(n *memberlist.Node)   { e.m.update(n, "alive") }
+func (e *gossipEvents) NotifyLeave(n *memberlist.Node)  { e.m.update(n, stateName(n.State)) }
+func (e *gossipEvents) NotifyUpdate(n *memberlist.Node) { e.m.update(n, stateName(n.State)) }
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// errNotBootstrapped: the server is waiting to form or join a cell.
+var errNotBootstrapped = errors.New("this server is not part of a cell yet")
