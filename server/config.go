@@ -68,13 +68,13 @@ func DefaultConfig() Config {
 		host = "chubbyd"
 	}
 	return Config{
-		NodeID:            host,
-		Cell:              "local",
-		DataDir:           "chubby-data",
-		RPCAddr:           "127.0.0.1:7100",
-		RaftAddr:          "127.0.0.1:7101",
-		GossipAddr:        "127.0.0.1:7102",
-		HTTPAddr:          "127.0.0.1:7180",
+		NodeID:             host,
+		Cell:               "local",
+		DataDir:            "chubby-data",
+		RPCAddr:            "127.0.0.1:7100",
+		RaftAddr:           "127.0.0.1:7101",
+		GossipAddr:         "127.0.0.1:7102",
+		HTTPAddr:           "127.0.0.1:7180",
 		BootstrapExpect:    1,
 		DefaultTTL:         session.DefaultTTL,
 		SnapshotThreshold:  8192,
