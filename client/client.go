@@ -64,6 +64,10 @@ type Client struct {
 	// moves it to Expired by itself when the grace period ends.
 	expired bool
 
+	callMu   sync.Mutex
+	nextCall uint64
+	inflight map[uint64]struct{}
+
 	events  chan Event
 	dropped atomic.Uint64
 	waitSeq atomic.Uint64
@@ -97,6 +101,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		connReady: make(chan struct{}),
 		known:     append([]string(nil), cfg.Servers...),
 		held:      map[*Handle]struct{}{},
+		inflight:  map[uint64]struct{}{},
 		events:    make(chan Event, cfg.EventBuffer),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -252,17 +257,63 @@ func retryable(err error) bool {
 	return errors.Is(err, fs.ErrNotMaster) || errors.Is(err, fs.ErrWrongEpoch) || errors.Is(err, errConnLost)
 }
 
-// do runs a call on the master. idempotent calls are retried across
-// connection loss; others only when the master refused them unapplied.
-func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, idempotent bool) error {
+// beginCall numbers a mutating call; endCall marks its reply received.
+// The acknowledged mark sent with each call is the lowest number still
+// waiting for a reply: the master may forget every result below it.
+func (c *Client) beginCall() uint64 {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	c.nextCall++
+	c.inflight[c.nextCall] = struct{}{}
+	return c.nextCall
+}
+
+func (c *Client) endCall(id uint64) {
+	c.callMu.Lock()
+	delete(c.inflight, id)
+	c.callMu.Unlock()
+}
+
+func (c *Client) acked() uint64 {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	low := c.nextCall + 1
+	for id := range c.inflight {
+		if id < low {
+			low = id
+		}
+	}
+	return low
+}
+
+// Call kinds for do.
+const (
+	readCall     = false // no state change: safe to repeat
+	numberedCall = true  // a state change, deduplicated by its call number
+)
+
+// do runs a call on the master and retries it through connection loss and
+// failover until it is answered, ctx ends or the session expires. A
+// numbered call keeps its number across retries, so the master applies it
+// at most once and answers a retry with the first result.
+func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, numbered bool) error {
+	var callID uint64
+	if numbered {
+		callID = c.beginCall()
+		defer c.endCall(callID)
+	}
 	bo := session.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 	for {
 		conn, epoch, err := c.current(ctx)
 		if err != nil {
 			return err
 		}
-		err = conn.call(ctx, m, epoch, c.id, args, reply)
-		unavailable := idempotent && errors.Is(err, ErrUnavailable) // e.g. the master shutting down mid-apply
+		var acked uint64
+		if numbered {
+			acked = c.acked()
+		}
+		err = conn.callNumbered(ctx, m, epoch, c.id, callID, acked, args, reply)
+		unavailable := errors.Is(err, ErrUnavailable) // e.g. the master shutting down mid-apply
 		if err == nil || !(retryable(err) || unavailable) {
 			if errors.Is(err, ErrSessionExpired) {
 				c.expire()
@@ -270,9 +321,6 @@ func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, idempot
 			return err
 		}
 		c.dropConn(conn)
-		if errors.Is(err, errConnLost) && !idempotent {
-			return fmt.Errorf("%w: %s may or may not have been applied: %v", ErrUnavailable, m, err)
-		}
 		if unavailable {
 			t := c.clock.NewTimer(c.backoff(&bo))
 			select {
@@ -523,7 +571,7 @@ func (c *Client) Cell() string {
 // CheckSequencer asks the cell whether seq is valid now.
 func (c *Client) CheckSequencer(ctx context.Context, seq Sequencer) (bool, error) {
 	var rep wire.CheckSequencerReply
-	err := c.do(ctx, wire.MCheckSequencer, wire.CheckSequencerArgs{Seq: seq}, &rep, true)
+	err := c.do(ctx, wire.MCheckSequencer, wire.CheckSequencerArgs{Seq: seq}, &rep, readCall)
 	return rep.Valid, err
 }
 
@@ -540,7 +588,7 @@ func (c *Client) Close() error {
 	var err error
 	if !expired {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = c.do(ctx, wire.MCloseSession, wire.Empty{}, nil, true)
+		err = c.do(ctx, wire.MCloseSession, wire.Empty{}, nil, numberedCall)
 		cancel()
 		if errors.Is(err, ErrSessionExpired) {
 			err = nil
@@ -567,7 +615,7 @@ type Member = wire.Member
 // it votes and which is the master.
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	var rep wire.MembersReply
-	if err := c.do(ctx, wire.MMembers, wire.Empty{}, &rep, true); err != nil {
+	if err := c.do(ctx, wire.MMembers, wire.Empty{}, &rep, readCall); err != nil {
 		return nil, fmt.Errorf("members: %w", err)
 	}
 	return rep.Members, nil
@@ -576,7 +624,7 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 // RemoveServer removes a server from the cell for good (an operator
 // command). A server that is merely down stays a member until removed.
 func (c *Client) RemoveServer(ctx context.Context, name string) error {
-	if err := c.do(ctx, wire.MRemoveServer, wire.RemoveServerArgs{Name: name}, nil, true); err != nil {
+	if err := c.do(ctx, wire.MRemoveServer, wire.RemoveServerArgs{Name: name}, nil, readCall); err != nil {
 		return fmt.Errorf("remove-server %s: %w", name, err)
 	}
 	return nil

@@ -52,7 +52,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		return nil, err
 	}
 	var rep wire.StatReply
-	if err := c.do(ctx, wire.MOpen, args, &rep, !args.Create || !args.Exclusive); err != nil {
+	if err := c.do(ctx, wire.MOpen, args, &rep, args.Create); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return &Handle{c: c, path: path, instance: rep.Stat.Instance, isDir: rep.Stat.IsDir}, nil
@@ -69,7 +69,7 @@ func (h *Handle) node() wire.NodeArgs { return wire.NodeArgs{Path: h.path, Insta
 // GetContentsAndStat reads a file's contents and metadata.
 func (h *Handle) GetContentsAndStat(ctx context.Context) ([]byte, Stat, error) {
 	var rep wire.ContentsReply
-	if err := h.c.do(ctx, wire.MGetContents, h.node(), &rep, true); err != nil {
+	if err := h.c.do(ctx, wire.MGetContents, h.node(), &rep, readCall); err != nil {
 		return nil, Stat{}, fmt.Errorf("read %s: %w", h.path, err)
 	}
 	return rep.Data, rep.Stat, nil
@@ -78,7 +78,7 @@ func (h *Handle) GetContentsAndStat(ctx context.Context) ([]byte, Stat, error) {
 // GetStat reads the node's metadata.
 func (h *Handle) GetStat(ctx context.Context) (Stat, error) {
 	var rep wire.StatReply
-	if err := h.c.do(ctx, wire.MGetStat, h.node(), &rep, true); err != nil {
+	if err := h.c.do(ctx, wire.MGetStat, h.node(), &rep, readCall); err != nil {
 		return Stat{}, fmt.Errorf("stat %s: %w", h.path, err)
 	}
 	return rep.Stat, nil
@@ -87,7 +87,7 @@ func (h *Handle) GetStat(ctx context.Context) (Stat, error) {
 // ReadDir lists a directory's children, sorted by name.
 func (h *Handle) ReadDir(ctx context.Context) ([]string, error) {
 	var rep wire.ReadDirReply
-	if err := h.c.do(ctx, wire.MReadDir, h.node(), &rep, true); err != nil {
+	if err := h.c.do(ctx, wire.MReadDir, h.node(), &rep, readCall); err != nil {
 		return nil, fmt.Errorf("list %s: %w", h.path, err)
 	}
 	return rep.Children, nil
@@ -115,7 +115,7 @@ func (h *Handle) SetContents(ctx context.Context, data []byte, opts ...WriteOpti
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: h.path, Instance: h.instance, Data: data, Seq: o.seq}
-	if err := h.c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+	if err := h.c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
 		return Stat{}, fmt.Errorf("write %s: %w", h.path, err)
 	}
 	return rep.Stat, nil
@@ -127,7 +127,7 @@ func (h *Handle) SetContentsIf(ctx context.Context, data []byte, gen uint64, opt
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: h.path, Instance: h.instance, Data: data, CAS: true, Gen: gen, Seq: o.seq}
-	if err := h.c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+	if err := h.c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
 		return Stat{}, fmt.Errorf("cas %s: %w", h.path, err)
 	}
 	return rep.Stat, nil
@@ -136,7 +136,7 @@ func (h *Handle) SetContentsIf(ctx context.Context, data []byte, gen uint64, opt
 // Delete deletes the node (a file or an empty directory).
 func (h *Handle) Delete(ctx context.Context, opts ...WriteOption) error {
 	o := writeOptions(opts)
-	if err := h.c.do(ctx, wire.MDelete, wire.DeleteArgs{Path: h.path, Instance: h.instance, Seq: o.seq}, nil, false); err != nil {
+	if err := h.c.do(ctx, wire.MDelete, wire.DeleteArgs{Path: h.path, Instance: h.instance, Seq: o.seq}, nil, numberedCall); err != nil {
 		return fmt.Errorf("delete %s: %w", h.path, err)
 	}
 	return nil
@@ -182,13 +182,13 @@ func (h *Handle) Acquire(ctx context.Context, mode Mode, opts ...LockOption) err
 	args.Wait = true
 	args.WaitID = h.c.waitSeq.Add(1)
 	var rep wire.SeqReply
-	err := h.c.do(ctx, wire.MAcquire, args, &rep, true)
+	err := h.c.do(ctx, wire.MAcquire, args, &rep, readCall) // idempotent by its wait id
 	if err != nil {
 		if ctx.Err() != nil {
 			// Leave the queue; if the grant raced the cancel, the master
 			// releases what it granted to this wait.
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			h.c.do(cctx, wire.MCancelAcquire, wire.CancelAcquireArgs{Path: h.path, WaitID: args.WaitID}, nil, true)
+			h.c.do(cctx, wire.MCancelAcquire, wire.CancelAcquireArgs{Path: h.path, WaitID: args.WaitID}, nil, numberedCall)
 			cancel()
 		}
 		return fmt.Errorf("acquire %s: %w", h.path, err)
@@ -201,7 +201,7 @@ func (h *Handle) Acquire(ctx context.Context, mode Mode, opts ...LockOption) err
 // ErrLockHeld (or ErrLockDelay) otherwise.
 func (h *Handle) TryAcquire(ctx context.Context, mode Mode, opts ...LockOption) error {
 	var rep wire.SeqReply
-	if err := h.c.do(ctx, wire.MAcquire, h.lockArgs(mode, opts), &rep, true); err != nil {
+	if err := h.c.do(ctx, wire.MAcquire, h.lockArgs(mode, opts), &rep, numberedCall); err != nil {
 		return fmt.Errorf("trylock %s: %w", h.path, err)
 	}
 	h.setHeld(rep.Seq)
@@ -239,7 +239,7 @@ func (h *Handle) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("release %s: %w", h.path, ErrNotHeld)
 	}
-	err := h.c.do(ctx, wire.MRelease, wire.ReleaseArgs{Path: h.path, Gen: l.seq.Gen}, nil, true)
+	err := h.c.do(ctx, wire.MRelease, wire.ReleaseArgs{Path: h.path, Gen: l.seq.Gen}, nil, numberedCall)
 	h.c.mu.Lock()
 	if h.lock == l {
 		h.lock = nil
@@ -302,7 +302,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte, opts .
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: path, Data: data, Create: true, Seq: o.seq}
-	if err := c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+	if err := c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
 		return Stat{}, fmt.Errorf("write %s: %w", path, err)
 	}
 	return rep.Stat, nil
@@ -315,7 +315,7 @@ func (c *Client) WriteFileIf(ctx context.Context, path string, data []byte, gen 
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: path, Data: data, CAS: true, Gen: gen, Seq: o.seq}
-	if err := c.do(ctx, wire.MSetContents, args, &rep, false); err != nil {
+	if err := c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
 		return Stat{}, fmt.Errorf("cas %s: %w", path, err)
 	}
 	return rep.Stat, nil

@@ -30,8 +30,52 @@ func (s *State) Apply(index uint64, c *Command) *Result {
 		r.Err = errf(ErrBadRequest, "unknown command op %d", c.Op)
 		return r
 	}
+	rec := s.sessions[c.Session]
+	if c.CallID != 0 && rec != nil {
+		rec.forgetCalls(c.Acked)
+		if cc, ok := rec.Calls[c.CallID]; ok {
+			// A retry of a call already applied: the same answer, no effects.
+			r.Stat, r.Seq, r.Queued = cc.Stat, cc.Seq, cc.Queued
+			if cc.Code != "" {
+				r.Err = FromCode(cc.Code, cc.Msg)
+			}
+			return r
+		}
+	}
 	handlers[c.Op](s, c, r)
+	if c.CallID != 0 && rec != nil && s.sessions[c.Session] == rec {
+		rec.rememberCall(c.CallID, r)
+	}
 	return r
+}
+
+// forgetCalls drops remembered calls the client has had replies to.
+func (rec *sessionRec) forgetCalls(acked uint64) {
+	for id := range rec.Calls {
+		if id < acked {
+			delete(rec.Calls, id)
+		}
+	}
+}
+
+func (rec *sessionRec) rememberCall(id uint64, r *Result) {
+	if rec.Calls == nil {
+		rec.Calls = map[uint64]*cachedCall{}
+	}
+	cc := &cachedCall{Stat: r.Stat, Seq: r.Seq, Queued: r.Queued}
+	if r.Err != nil {
+		cc.Code, cc.Msg = Code(r.Err), r.Err.Error()
+	}
+	rec.Calls[id] = cc
+	for len(rec.Calls) > maxCachedCalls {
+		oldest := id
+		for k := range rec.Calls {
+			if k < oldest {
+				oldest = k
+			}
+		}
+		delete(rec.Calls, oldest)
+	}
 }
 
 func (s *State) applyNewEpoch(c *Command, r *Result) {

@@ -61,6 +61,11 @@ type Command struct {
 	LockDelay int64      `msgpack:"ld,omitempty"` // nanoseconds
 	TTL       int64      `msgpack:"ttl,omitempty"`
 	Expired   bool       `msgpack:"exp,omitempty"`
+	// CallID identifies the session's call for exactly-once retries (0:
+	// not deduplicated); the client has had replies to every call below
+	// Acked.
+	CallID uint64 `msgpack:"cid,omitempty"`
+	Acked  uint64 `msgpack:"ack,omitempty"`
 }
 
 // Encode returns the log entry bytes for c.

@@ -54,11 +54,29 @@ type sessionRec struct {
 	ID      uint64 `msgpack:"id"`
 	TTL     int64  `msgpack:"ttl"`
 	Created int64  `msgpack:"c"`
+	// Calls remembers the results of the session's recent calls by call
+	// id, so a call retried after a lost reply is answered, not applied
+	// again. Entries below the client's acknowledged mark are dropped.
+	Calls map[uint64]*cachedCall `msgpack:"calls,omitempty"`
 
 	locks      map[string]struct{}
 	waits      map[string]struct{}
 	ephemerals map[string]struct{}
 }
+
+// cachedCall is a call's result as remembered for deduplication. The error
+// is kept as its wire code and text, so every replica answers identically.
+type cachedCall struct {
+	Code   string    `msgpack:"c,omitempty"`
+	Msg    string    `msgpack:"m,omitempty"`
+	Stat   Stat      `msgpack:"st"`
+	Seq    Sequencer `msgpack:"sq"`
+	Queued bool      `msgpack:"q,omitempty"`
+}
+
+// maxCachedCalls bounds a session's remembered calls even if its client
+// never advances its acknowledged mark: the oldest are forgotten first.
+const maxCachedCalls = 1024
 
 // SessionInfo describes a live session.
 type SessionInfo struct {

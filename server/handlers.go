@@ -116,9 +116,11 @@ func (c *call) decode(v any) error {
 	return nil
 }
 
-// apply proposes a command on behalf of the call's session.
+// apply proposes a command on behalf of the call's session, deduplicated
+// by the call's number.
 func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
 	cmd.Session = c.req.Session
+	cmd.CallID, cmd.Acked = c.req.Call, c.req.Acked
 	res, err := c.s.propose(cmd)
 	if err != nil {
 		return nil, err
@@ -348,6 +350,9 @@ func (c *call) acquire() (any, error) {
 		}
 		return wire.SeqReply{Seq: res.Seq}, nil
 	}
+	// A blocking Acquire is made idempotent by its wait id, not by the call
+	// number: its retry must find the wait (or the grant) as it is now.
+	c.req.Call = 0
 	// Register before proposing: the grant may come in the very apply that
 	// queues us, or in any later one.
 	key := waitKey{c.req.Session, a.WaitID}

@@ -51,7 +51,12 @@ type Request struct {
 	Method  Method             `msgpack:"m"`
 	Epoch   uint64             `msgpack:"e"`
 	Session uint64             `msgpack:"s"`
-	Body    msgpack.RawMessage `msgpack:"b"`
+	// Call numbers a session's mutating call (0: none); a retry after a
+	// lost reply carries the same number and is answered, not applied
+	// again. The client has had replies to every call below Acked.
+	Call  uint64             `msgpack:"c,omitempty"`
+	Acked uint64             `msgpack:"a,omitempty"`
+	Body  msgpack.RawMessage `msgpack:"b"`
 }
 
 // Response is the envelope of a reply. Code is fs.Code of the error, empty
