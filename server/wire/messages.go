@@ -47,10 +47,10 @@ func (m Method) String() string {
 
 // Request is the envelope of a call.
 type Request struct {
-	ID      uint64             `msgpack:"id"`
-	Method  Method             `msgpack:"m"`
-	Epoch   uint64             `msgpack:"e"`
-	Session uint64             `msgpack:"s"`
+	ID      uint64 `msgpack:"id"`
+	Method  Method `msgpack:"m"`
+	Epoch   uint64 `msgpack:"e"`
+	Session uint64 `msgpack:"s"`
 	// Call numbers a session's mutating call (0: none); a retry after a
 	// lost reply carries the same number and is answered, not applied
 	// again. The client has had replies to every call below Acked.
