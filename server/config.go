@@ -27,8 +27,14 @@ type Config struct {
 
 	// DefaultTTL is granted to sessions that ask for none.
 	DefaultTTL time.Duration
-	// SnapshotThreshold is how many log entries trigger a snapshot.
+	// SnapshotThreshold is how many log entries trigger a snapshot (and log
+	// compaction); TrailingLogs is how many entries are kept behind it so a
+	// lagging follower can catch up without a snapshot.
 	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// SnapshotInterval is how often raft checks the threshold (randomised
+	// up to 2x).
+	SnapshotInterval time.Duration
 	// NoSync turns fsync of the raft log off. Only for tests that measure
 	// something else; never set by chubbyd.
 	NoSync bool
@@ -78,6 +84,8 @@ func DefaultConfig() Config {
 		BootstrapExpect:    1,
 		DefaultTTL:         session.DefaultTTL,
 		SnapshotThreshold:  8192,
+		TrailingLogs:       10240,
+		SnapshotInterval:   30 * time.Second,
 		HeartbeatTimeout:   400 * time.Millisecond,
 		ElectionTimeout:    400 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond,

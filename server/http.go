@@ -23,6 +23,9 @@ type Status struct {
 	Sessions  int    `json:"sessions"`
 	Nodes     int    `json:"nodes"`
 	Applied   uint64 `json:"applied_index"`
+	// FirstLog is the oldest raft log entry kept: it moves past 1 once a
+	// snapshot let the log be compacted.
+	FirstLog uint64 `json:"first_log_index"`
 }
 
 // Status returns the server's current status.
@@ -30,6 +33,9 @@ func (s *Server) Status() Status {
 	st := Status{Node: s.cfg.NodeID, Cell: s.cfg.Cell, RPCAddr: s.RPCAddr(), RaftState: s.raft.State().String(),
 		Epoch: s.epoch.Load()}
 	st.Master = st.Epoch != 0
+	if s.store != nil {
+		st.FirstLog, _ = s.store.FirstIndex()
+	}
 	s.fsm.read(func(f *fs.State) {
 		st.Sessions = len(f.Sessions())
 		st.Nodes = f.NodeCount()

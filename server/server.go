@@ -96,6 +96,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = def.SnapshotThreshold
 	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = def.TrailingLogs
+	}
+	if cfg.SnapshotInterval == 0 {
+		cfg.SnapshotInterval = def.SnapshotInterval
+	}
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}
@@ -175,7 +181,8 @@ func (s *Server) startRaft() error {
 	rc.MaxAppendEntries = 256
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
-	rc.TrailingLogs = 10240
+	rc.TrailingLogs = s.cfg.TrailingLogs
+	rc.SnapshotInterval = s.cfg.SnapshotInterval
 	s.notifyCh = make(chan bool, 16)
 	rc.NotifyCh = s.notifyCh
 

@@ -31,6 +31,8 @@ func run(args []string) int {
 	join := fl.String("join", "", "comma-separated gossip addresses of running members")
 	fl.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", cfg.BootstrapExpect, "servers to wait for before the cell bootstraps")
 	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
+	fl.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft log entries between snapshots (log compaction)")
+	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
