@@ -51,12 +51,57 @@ func startCell(b *testing.B) string {
 	return s.RPCAddr()
 }
 
+// startCell3 starts a three-server cell in this process: real raft over TCP
+// between the servers, each with its own bbolt log (fsync on). It returns
+// the RPC addresses.
+func startCell3(b *testing.B) []string {
+	var peers []server.Peer
+	for i := 0; i < 3; i++ {
+		peers = append(peers, server.Peer{ID: fmt.Sprintf("s%d", i), RPCAddr: freeAddr(b), RaftAddr: freeAddr(b)})
+	}
+	var servers []*server.Server
+	for _, p := range peers {
+		cfg := server.DefaultConfig()
+		cfg.NodeID, cfg.RPCAddr, cfg.RaftAddr = p.ID, p.RPCAddr, p.RaftAddr
+		cfg.DataDir = b.TempDir()
+		cfg.HTTPAddr = ""
+		cfg.StaticPeers = peers
+		cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+		s, err := server.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		servers = append(servers, s)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, s := range servers {
+			if s.IsMaster() {
+				return []string{peers[0].RPCAddr, peers[1].RPCAddr, peers[2].RPCAddr}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no master within 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func dial(b *testing.B, addr string, n int) []*client.Client {
+	return dialCell(b, []string{addr}, n)
+}
+
+func dialCell(b *testing.B, addrs []string, n int) []*client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out := make([]*client.Client, n)
 	for i := range out {
-		c, err := client.Dial(ctx, client.Config{Servers: []string{addr}})
+		c, err := client.Dial(ctx, client.Config{Servers: addrs})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,6 +181,32 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			addr := startCell(b)
 			clients := dial(b, addr, n)
+			ctx := context.Background()
+			handles := make([]*client.Handle, n)
+			for i, c := range clients {
+				h, err := c.Open(ctx, fmt.Sprintf("/ls/local/lock-%d", i), client.Create())
+				if err != nil {
+					b.Fatal(err)
+				}
+				handles[i] = h
+			}
+			run(b, n, func(w, i int) error {
+				if err := handles[w].Acquire(ctx, client.Exclusive); err != nil {
+					return err
+				}
+				return handles[w].Release(ctx)
+			})
+		})
+	}
+}
+
+// BenchmarkAcquireRelease3: the same cycles on a three-server cell (every
+// command committed by a quorum, fsync on every server).
+func BenchmarkAcquireRelease3(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			addrs := startCell3(b)
+			clients := dialCell(b, addrs, n)
 			ctx := context.Background()
 			handles := make([]*client.Handle, n)
 			for i, c := range clients {
