@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,10 @@ type Options struct {
 	LogLevel string
 	// ExtraArgs are appended to chubbyd's flags.
 	ExtraArgs []string
+	// Join are gossip addresses for -join (none: no -join flag).
+	Join []string
+	// BootstrapExpect is -bootstrap-expect (0: no flag, chubbyd's default 1).
+	BootstrapExpect int
 }
 
 // Server is one chubbyd process (and its successors after Restart) with a
@@ -50,6 +55,10 @@ type Server struct {
 
 	opts Options
 	bins Bins
+	// member: one server of a multi-server cell (StartCell, AddServer). It
+	// is ready when it knows the cell's master, not when it is the master.
+	member bool
+	paused atomic.Bool
 
 	mu   sync.Mutex
 	proc *serverProc // the current process, nil before the first start
@@ -77,29 +86,7 @@ func (p *serverProc) exited() bool {
 // failed, the tail of its log is printed.
 func StartServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if opts.NodeID == "" {
-		opts.NodeID = "n1"
-	}
-	if opts.LogLevel == "" {
-		opts.LogLevel = "debug"
-	}
-	dir := t.TempDir()
-	s := &Server{NodeID: opts.NodeID, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "chubbyd.log"),
-		opts: opts, bins: Build(t)}
-	t.Cleanup(func() {
-		s.mu.Lock()
-		p := s.proc
-		s.mu.Unlock()
-		if p != nil && !p.exited() {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("chubbyd %s log (%s), last lines:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 40))
-		}
-		s.checkRace(t)
-	})
+	s := newServer(t, opts, t.TempDir())
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err := s.pickPorts(); err != nil {
@@ -116,6 +103,36 @@ func StartServer(t testing.TB, opts Options) *Server {
 	}
 	t.Fatalf("proc: start chubbyd %s: %v\nlog:\n%s", s.NodeID, lastErr, tail(s.Log(), 40))
 	return nil
+}
+
+// newServer makes a Server (not started) with its data directory and log in
+// dir, and registers the cleanup that kills it and, if t failed, prints the
+// tail of its log.
+func newServer(t testing.TB, opts Options, dir string) *Server {
+	t.Helper()
+	if opts.NodeID == "" {
+		opts.NodeID = "n1"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "debug"
+	}
+	s := &Server{NodeID: opts.NodeID, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "chubbyd.log"),
+		opts: opts, bins: Build(t)}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		p := s.proc
+		s.mu.Unlock()
+		if p != nil && !p.exited() {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("chubbyd %s log (%s), last lines:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 40))
+		}
+		s.checkRace(t)
+	})
+	return s
 }
 
 func (s *Server) pickPorts() error {
@@ -138,6 +155,12 @@ func (s *Server) Args() []string {
 	if s.opts.Cell != "" {
 		args = append(args, "-cell", s.opts.Cell)
 	}
+	if len(s.opts.Join) > 0 {
+		args = append(args, "-join", strings.Join(s.opts.Join, ","))
+	}
+	if s.opts.BootstrapExpect > 0 {
+		args = append(args, "-bootstrap-expect", strconv.Itoa(s.opts.BootstrapExpect))
+	}
 	return append(args, s.opts.ExtraArgs...)
 }
 
@@ -147,9 +170,18 @@ var errBind = errors.New("address already in use")
 // start runs one chubbyd process and waits until it is ready.
 func (s *Server) start(t testing.TB) error {
 	t.Helper()
-	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := s.launch()
 	if err != nil {
 		return err
+	}
+	return s.awaitReady(t, p, time.Now().Add(ReadyTimeout))
+}
+
+// launch starts one chubbyd process without waiting for it.
+func (s *Server) launch() (*serverProc, error) {
+	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(logf, "=== proc: starting chubbyd %s at %s\n", strings.Join(s.Args(), " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.bins.Chubbyd, s.Args()...)
@@ -158,7 +190,7 @@ func (s *Server) start(t testing.TB) error {
 	err = cmd.Start()
 	logf.Close()
 	if err != nil {
-		return fmt.Errorf("start chubbyd: %w", err)
+		return nil, fmt.Errorf("start chubbyd: %w", err)
 	}
 	p := &serverProc{cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -169,9 +201,17 @@ func (s *Server) start(t testing.TB) error {
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
-	if err := s.waitReady(t, p, ReadyTimeout); err != nil {
+	s.paused.Store(false)
+	return p, nil
+}
+
+// awaitReady waits until the process p is ready; a process that is not is
+// killed.
+func (s *Server) awaitReady(t testing.TB, p *serverProc, deadline time.Time) error {
+	t.Helper()
+	if err := s.waitReady(t, p, deadline); err != nil {
 		if !p.exited() {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
 		return err
@@ -179,11 +219,11 @@ func (s *Server) start(t testing.TB) error {
 	return nil
 }
 
-// waitReady polls /status until the server serves as master, then checks
-// that a chubbysh session can be made.
-func (s *Server) waitReady(t testing.TB, p *serverProc, timeout time.Duration) error {
+// waitReady polls /status until the server serves as master (a member of a
+// multi-server cell: until its Hello names the cell's master), then checks
+// that a chubbysh session can be made through it.
+func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) error {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	hc := &http.Client{Timeout: time.Second}
 	for {
 		if p.exited() {
@@ -192,11 +232,14 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, timeout time.Duration) e
 			}
 			return fmt.Errorf("chubbyd exited before it was ready: %s", p.state)
 		}
-		if s.statusMaster(hc) {
+		if s.member && s.knowsMaster(hc) || !s.member && s.statusMaster(hc) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("chubbyd not serving as master after %v", timeout)
+			if s.member {
+				return fmt.Errorf("chubbyd does not know a master of its cell by %v", deadline.Format(time.StampMilli))
+			}
+			return fmt.Errorf("chubbyd not serving as master by %v", deadline.Format(time.StampMilli))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -213,6 +256,19 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, timeout time.Duration) e
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// knowsMaster: /status answers and the server's Hello names a master (itself
+// or another server), which a server knows only once it is part of the raft
+// configuration and has heard from the leader.
+func (s *Server) knowsMaster(hc *http.Client) bool {
+	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	h, err := Hello(s.RPCAddr, time.Second)
+	return err == nil && (h.IsMaster || h.Master != "")
 }
 
 func (s *Server) statusMaster(hc *http.Client) bool {
@@ -322,6 +378,15 @@ func (s *Server) Stop(t testing.TB) int {
 		return p.state.ExitCode()
 	}
 	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	if s.paused.Swap(false) {
+		syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
+	}
+	return s.waitExit(t, p)
+}
+
+// waitExit waits for a SIGTERMed process to exit (see Stop).
+func (s *Server) waitExit(t testing.TB, p *serverProc) int {
+	t.Helper()
 	select {
 	case <-p.done:
 		return p.state.ExitCode()
@@ -342,6 +407,7 @@ func (s *Server) Kill(t testing.TB) {
 	}
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
+	s.paused.Store(false)
 }
 
 // Pause stops the process (SIGSTOP): it holds its sockets but answers
@@ -351,7 +417,11 @@ func (s *Server) Pause(t testing.TB) {
 	if err := syscall.Kill(s.PID(t), syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP chubbyd: %v", err)
 	}
+	s.paused.Store(true)
 }
+
+// Paused reports whether the server was paused and not resumed since.
+func (s *Server) Paused() bool { return s.paused.Load() }
 
 // Resume continues a paused process (SIGCONT).
 func (s *Server) Resume(t testing.TB) {
@@ -359,6 +429,7 @@ func (s *Server) Resume(t testing.TB) {
 	if err := syscall.Kill(s.PID(t), syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT chubbyd: %v", err)
 	}
+	s.paused.Store(false)
 }
 
 // Restart stops the server if it runs (SIGTERM) and starts it again with

@@ -125,9 +125,21 @@ func RunSh(t testing.TB, cell string, opts ShOptions, args ...string) *Result {
 }
 
 // run runs a binary to completion in its own process group, which is
-// killed when it exits or times out.
+// killed when it exits or times out; a hang or a failure to run fails t.
 func run(t testing.TB, bin string, opts *ShOptions, timeout time.Duration, argv ...string) *Result {
 	t.Helper()
+	r, err := runE(bin, opts, timeout, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// errHung: a process was still running at its timeout and was killed.
+var errHung = errors.New("hung")
+
+// runE is run without a test: a hang or a failure to run is an error.
+func runE(bin string, opts *ShOptions, timeout time.Duration, argv ...string) (*Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, argv...)
@@ -152,7 +164,7 @@ func run(t testing.TB, bin string, opts *ShOptions, timeout time.Duration, argv 
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("%s hung: still running after %v, killed\n%s", filepath.Base(bin), timeout, r)
+		return r, fmt.Errorf("%s %w: still running after %v, killed\n%s", filepath.Base(bin), errHung, timeout, r)
 	case err == nil:
 		r.Code = 0
 	case errors.As(err, &ee):
@@ -160,9 +172,9 @@ func run(t testing.TB, bin string, opts *ShOptions, timeout time.Duration, argv 
 	case errors.Is(err, exec.ErrWaitDelay):
 		r.Code = cmd.ProcessState.ExitCode()
 	default:
-		t.Fatalf("run %s: %v\n%s", filepath.Base(bin), err, r)
+		return r, fmt.Errorf("run %s: %v\n%s", filepath.Base(bin), err, r)
 	}
-	return r
+	return r, nil
 }
 
 // Line is one line a background shell printed on stdout.
