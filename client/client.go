@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chubby-dev/chubby/cache"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
@@ -30,6 +31,10 @@ type Config struct {
 	// LockDelay is the default lock-delay of locks this client takes
 	// (0: 15 s; use NoLockDelay for none).
 	LockDelay time.Duration
+	// Cache bounds the client cache; DisableCache turns it off (every read
+	// is a call to the master).
+	Cache        cache.Config
+	DisableCache bool
 	// EventBuffer is the capacity of the Events channel (0: 256).
 	EventBuffer int
 	// Clock drives the local lease (RealClock if nil).
@@ -64,6 +69,10 @@ type Client struct {
 	// moves it to Expired by itself when the grace period ends.
 	expired bool
 
+	cache    *cache.Cache
+	invalAck atomic.Uint64     // last invalidation sequence processed
+	watches  map[string]uint32 // path → event mask of open handles, re-sent after failover
+	watchN   map[string]int    // path → handles watching it
 	callMu   sync.Mutex
 	nextCall uint64
 	inflight map[uint64]struct{}
@@ -102,6 +111,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		known:     append([]string(nil), cfg.Servers...),
 		held:      map[*Handle]struct{}{},
 		inflight:  map[uint64]struct{}{},
+		cache:     cache.New(cfg.Cache),
+		watches:   map[string]uint32{},
+		watchN:    map[string]int{},
 		events:    make(chan Event, cfg.EventBuffer),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -116,6 +128,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			if err == nil {
 				c.id = rep.Session
 				c.lease = session.NewLease(sentAt, time.Duration(rep.TTL), cfg.Grace)
+				if cfg.DisableCache {
+					c.cache.Disable()
+				}
+				c.cache.SetLeaseEnd(c.lease.Expiry())
 				go c.keepAliveLoop()
 				return c, nil
 			}
@@ -180,6 +196,13 @@ func (c *Client) connect(ctx context.Context) error {
 			c.conn.close()
 		}
 		failover := c.epoch != 0 && c.epoch != hello.Epoch
+		if failover {
+			// Before any call uses the new master: nothing cached under
+			// the old one may be served, and the new master's invalidation
+			// numbers start afresh.
+			c.cache.Flush()
+			c.invalAck.Store(0)
+		}
 		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
 		select {
 		case <-c.connReady:
@@ -189,10 +212,30 @@ func (c *Client) connect(ctx context.Context) error {
 		c.mu.Unlock()
 		if failover {
 			c.emit(Event{Type: EventMasterFailover})
+			go c.resubscribe()
 		}
 		return nil
 	}
 	return lastErr
+}
+
+// resubscribe re-sends the event subscriptions of open handles to a new
+// master (which starts with none).
+func (c *Client) resubscribe() {
+	c.mu.Lock()
+	subs := make(map[string]uint32, len(c.watches))
+	for p, m := range c.watches {
+		subs[p] = m
+	}
+	c.mu.Unlock()
+	for p, m := range subs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var rep wire.StatReply
+		if err := c.do(ctx, wire.MOpen, wire.OpenArgs{Path: p, Events: m}, &rep, readCall); err != nil {
+			c.log.Debug("re-subscribing after failover", "path", p, "err", err)
+		}
+		cancel()
+	}
 }
 
 // learn adds servers a Hello told us of to the ones tried on reconnect.
@@ -372,7 +415,7 @@ func (c *Client) keepAliveLoop() {
 			inflight = true
 			sentAt := c.clock.Now()
 			c.mu.Lock()
-			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe}
+			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe, AckInval: c.invalAck.Load()}
 			c.mu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
@@ -403,10 +446,27 @@ func (c *Client) keepAliveLoop() {
 			case r.err == nil:
 				bo.Reset()
 				urgent = false
+				// Invalidations first: the renewed lease below must not
+				// make a dropped entry servable again.
+				if len(r.rep.Invalidations) > 0 {
+					c.cache.Invalidate(r.rep.Invalidations...)
+				}
+				c.invalAck.Store(r.rep.InvalSeq)
+				for _, ev := range r.rep.Events {
+					c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
+				}
+				if r.rep.Dropped > 0 {
+					c.dropped.Add(r.rep.Dropped)
+					c.log.Warn("the master dropped events for this session: its queue was full", "dropped", r.rep.Dropped)
+				}
 				c.mu.Lock()
 				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
+				c.cache.SetLeaseEnd(c.lease.Expiry())
 				c.mu.Unlock()
 				if before == session.Jeopardy {
+					if !c.cfg.DisableCache {
+						c.cache.Enable()
+					}
 					c.emit(Event{Type: EventSafe})
 				}
 			case errors.Is(r.err, ErrSessionExpired):
@@ -473,6 +533,7 @@ func (c *Client) checkLease() session.State {
 	after := c.lease.Check(c.clock.Now())
 	c.mu.Unlock()
 	if before == session.Safe && after != session.Safe {
+		c.cache.Disable()
 		c.loseLocks()
 		c.emit(Event{Type: EventJeopardy})
 	}
@@ -493,6 +554,7 @@ func (c *Client) expire() {
 	if already {
 		return
 	}
+	c.cache.Disable()
 	c.loseLocks()
 	if conn != nil {
 		conn.close()
@@ -629,3 +691,6 @@ func (c *Client) RemoveServer(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// CacheStats returns the client cache's counters.
+func (c *Client) CacheStats() cache.Stats { return c.cache.Stats() }

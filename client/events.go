@@ -11,6 +11,14 @@ const (
 	EventSafe           EventType = "safe"
 	EventExpired        EventType = "expired"
 	EventMasterFailover EventType = "master_failover"
+
+	EventContentsModified EventType = "contents_modified"
+	EventChildAdded       EventType = "child_added"
+	EventChildRemoved     EventType = "child_removed"
+	EventChildModified    EventType = "child_modified"
+	EventLockAcquired     EventType = "lock_acquired"
+	EventConflictingLock  EventType = "conflicting_lock"
+	EventHandleInvalid    EventType = "handle_invalid"
 )
 
 // Event is delivered on Client.Events.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chubby-dev/chubby/cache"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server/wire"
 )
@@ -18,6 +19,7 @@ type Handle struct {
 	path     string
 	instance uint64
 	isDir    bool
+	events   uint32 // subscribed event mask
 
 	lock *heldLock // guarded by c.mu
 }
@@ -42,7 +44,33 @@ func Ephemeral() OpenOption { return func(a *wire.OpenArgs) { a.Create, a.Epheme
 // FailIfExists makes a creating Open fail with ErrExists if the node exists.
 func FailIfExists() OpenOption { return func(a *wire.OpenArgs) { a.Exclusive = true } }
 
+// WithEvents subscribes the handle to events on its node; they arrive on
+// Client.Events with the node's path (the child's, for child events).
+// With no types, every handle event is subscribed.
+func WithEvents(types ...EventType) OpenOption {
+	return func(a *wire.OpenArgs) {
+		if len(types) == 0 {
+			a.Events |= wire.EvAll
+		}
+		for _, t := range types {
+			a.Events |= eventBits[t]
+		}
+	}
+}
+
+var eventBits = map[EventType]uint32{
+	EventContentsModified: wire.EvContentsModified,
+	EventChildAdded:       wire.EvChildAdded,
+	EventChildRemoved:     wire.EvChildRemoved,
+	EventChildModified:    wire.EvChildModified,
+	EventLockAcquired:     wire.EvLockAcquired,
+	EventConflictingLock:  wire.EvConflictingLock,
+	EventHandleInvalid:    wire.EvHandleInvalid,
+}
+
 // Open returns a handle on path, creating the node if an option says so.
+// Opening an existing node (or learning that it is missing) is answered
+// from the cache when it can be: repeated Opens cost no round trip.
 func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Handle, error) {
 	args := wire.OpenArgs{Path: path}
 	for _, o := range opts {
@@ -51,11 +79,72 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 	if err := fs.CheckPath(c.Cell(), path); err != nil {
 		return nil, err
 	}
+	h := &Handle{c: c, path: path, events: args.Events}
+	if !args.Create && args.Events == 0 {
+		if v, ok := c.cachedStat(path); ok {
+			if v.Absent {
+				return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
+			}
+			h.instance, h.isDir = v.Stat.Instance, v.Stat.IsDir
+			return h, nil
+		}
+	}
+	if args.Create {
+		c.writing(path)
+	} else {
+		args.Cache = true
+	}
+	tok := c.cache.Begin()
 	var rep wire.StatReply
-	if err := c.do(ctx, wire.MOpen, args, &rep, args.Create); err != nil {
+	err := c.do(ctx, wire.MOpen, args, &rep, args.Create)
+	if args.Create {
+		c.written(path)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &Handle{c: c, path: path, instance: rep.Stat.Instance, isDir: rep.Stat.IsDir}, nil
+	if rep.Cacheable {
+		c.cache.Put(cache.Key{Path: path, Kind: cache.StatOnly}, cache.Value{Absent: rep.Absent, Stat: rep.Stat}, tok)
+	}
+	if rep.Absent {
+		return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
+	}
+	h.instance, h.isDir = rep.Stat.Instance, rep.Stat.IsDir
+	if args.Events != 0 {
+		c.mu.Lock()
+		c.watches[path] |= args.Events
+		c.watchN[path]++
+		c.mu.Unlock()
+	}
+	return h, nil
+}
+
+// cachedStat answers a stat from the cache: a StatOnly entry or the stat of
+// a Contents entry.
+func (c *Client) cachedStat(path string) (cache.Value, bool) {
+	now := c.clock.Now()
+	if v, ok := c.cache.Get(cache.Key{Path: path, Kind: cache.StatOnly}, now); ok {
+		return v, true
+	}
+	return c.cache.Get(cache.Key{Path: path, Kind: cache.Contents}, now)
+}
+
+// writing and written bracket a write of path: the client drops its own
+// cached entries of the node and its directory before the call (its reads
+// racing the write must not fill them) and again after it.
+func (c *Client) writing(path string) {
+	dir, _ := fs.Split(path)
+	c.cache.Invalidate(path, dir)
+}
+
+func (c *Client) written(path string) { c.writing(path) }
+
+// checkInstance applies the handle's instance check to a cached entry.
+func (h *Handle) checkInstance(v cache.Value) error {
+	if v.Absent || (h.instance != 0 && v.Stat.Instance != h.instance) {
+		return fmt.Errorf("%w: %s: the node this handle opened was deleted", ErrStaleHandle, h.path)
+	}
+	return nil
 }
 
 // Path returns the handle's path.
@@ -66,29 +155,71 @@ func (h *Handle) Instance() uint64 { return h.instance }
 
 func (h *Handle) node() wire.NodeArgs { return wire.NodeArgs{Path: h.path, Instance: h.instance} }
 
-// GetContentsAndStat reads a file's contents and metadata.
+// GetContentsAndStat reads a file's contents and metadata, from the cache
+// while the session's local lease is valid and the master has not
+// invalidated them. The returned slice is shared with the cache and must not
+// be modified.
 func (h *Handle) GetContentsAndStat(ctx context.Context) ([]byte, Stat, error) {
+	key := cache.Key{Path: h.path, Kind: cache.Contents}
+	if v, ok := h.c.cache.Get(key, h.c.clock.Now()); ok {
+		if err := h.checkInstance(v); err != nil {
+			return nil, Stat{}, fmt.Errorf("read %s: %w", h.path, err)
+		}
+		return v.Data, v.Stat, nil
+	}
+	tok := h.c.cache.Begin()
+	args := h.node()
+	args.Cache = true
 	var rep wire.ContentsReply
-	if err := h.c.do(ctx, wire.MGetContents, h.node(), &rep, readCall); err != nil {
+	if err := h.c.do(ctx, wire.MGetContents, args, &rep, readCall); err != nil {
 		return nil, Stat{}, fmt.Errorf("read %s: %w", h.path, err)
+	}
+	if rep.Cacheable {
+		h.c.cache.Put(key, cache.Value{Data: rep.Data, Stat: rep.Stat}, tok)
 	}
 	return rep.Data, rep.Stat, nil
 }
 
-// GetStat reads the node's metadata.
+// GetStat reads the node's metadata (from the cache when it can).
 func (h *Handle) GetStat(ctx context.Context) (Stat, error) {
+	if v, ok := h.c.cachedStat(h.path); ok {
+		if err := h.checkInstance(v); err != nil {
+			return Stat{}, fmt.Errorf("stat %s: %w", h.path, err)
+		}
+		return v.Stat, nil
+	}
+	tok := h.c.cache.Begin()
+	args := h.node()
+	args.Cache = true
 	var rep wire.StatReply
-	if err := h.c.do(ctx, wire.MGetStat, h.node(), &rep, readCall); err != nil {
+	if err := h.c.do(ctx, wire.MGetStat, args, &rep, readCall); err != nil {
 		return Stat{}, fmt.Errorf("stat %s: %w", h.path, err)
+	}
+	if rep.Cacheable {
+		h.c.cache.Put(cache.Key{Path: h.path, Kind: cache.StatOnly}, cache.Value{Stat: rep.Stat}, tok)
 	}
 	return rep.Stat, nil
 }
 
-// ReadDir lists a directory's children, sorted by name.
+// ReadDir lists a directory's children, sorted by name (from the cache when
+// it can; the slice must not be modified).
 func (h *Handle) ReadDir(ctx context.Context) ([]string, error) {
+	key := cache.Key{Path: h.path, Kind: cache.Listing}
+	if v, ok := h.c.cache.Get(key, h.c.clock.Now()); ok {
+		if err := h.checkInstance(v); err != nil {
+			return nil, fmt.Errorf("list %s: %w", h.path, err)
+		}
+		return v.Children, nil
+	}
+	tok := h.c.cache.Begin()
+	args := h.node()
+	args.Cache = true
 	var rep wire.ReadDirReply
-	if err := h.c.do(ctx, wire.MReadDir, h.node(), &rep, readCall); err != nil {
+	if err := h.c.do(ctx, wire.MReadDir, args, &rep, readCall); err != nil {
 		return nil, fmt.Errorf("list %s: %w", h.path, err)
+	}
+	if rep.Cacheable {
+		h.c.cache.Put(key, cache.Value{Children: rep.Children, Stat: rep.Stat}, tok)
 	}
 	return rep.Children, nil
 }
@@ -110,12 +241,20 @@ func writeOptions(opts []WriteOption) writeOpts {
 	return o
 }
 
+// write runs a numbered call that changes path, dropping the client's own
+// cached entries of it before and after.
+func (c *Client) write(ctx context.Context, path string, m wire.Method, args, reply any) error {
+	c.writing(path)
+	defer c.written(path)
+	return c.do(ctx, m, args, reply, numberedCall)
+}
+
 // SetContents replaces a file's contents (at most 256 KiB).
 func (h *Handle) SetContents(ctx context.Context, data []byte, opts ...WriteOption) (Stat, error) {
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: h.path, Instance: h.instance, Data: data, Seq: o.seq}
-	if err := h.c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
+	if err := h.c.write(ctx, h.path, wire.MSetContents, args, &rep); err != nil {
 		return Stat{}, fmt.Errorf("write %s: %w", h.path, err)
 	}
 	return rep.Stat, nil
@@ -127,7 +266,7 @@ func (h *Handle) SetContentsIf(ctx context.Context, data []byte, gen uint64, opt
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: h.path, Instance: h.instance, Data: data, CAS: true, Gen: gen, Seq: o.seq}
-	if err := h.c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
+	if err := h.c.write(ctx, h.path, wire.MSetContents, args, &rep); err != nil {
 		return Stat{}, fmt.Errorf("cas %s: %w", h.path, err)
 	}
 	return rep.Stat, nil
@@ -136,7 +275,7 @@ func (h *Handle) SetContentsIf(ctx context.Context, data []byte, gen uint64, opt
 // Delete deletes the node (a file or an empty directory).
 func (h *Handle) Delete(ctx context.Context, opts ...WriteOption) error {
 	o := writeOptions(opts)
-	if err := h.c.do(ctx, wire.MDelete, wire.DeleteArgs{Path: h.path, Instance: h.instance, Seq: o.seq}, nil, numberedCall); err != nil {
+	if err := h.c.write(ctx, h.path, wire.MDelete, wire.DeleteArgs{Path: h.path, Instance: h.instance, Seq: o.seq}, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", h.path, err)
 	}
 	return nil
@@ -182,7 +321,9 @@ func (h *Handle) Acquire(ctx context.Context, mode Mode, opts ...LockOption) err
 	args.Wait = true
 	args.WaitID = h.c.waitSeq.Add(1)
 	var rep wire.SeqReply
+	h.c.writing(h.path)
 	err := h.c.do(ctx, wire.MAcquire, args, &rep, readCall) // idempotent by its wait id
+	h.c.written(h.path)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Leave the queue; if the grant raced the cancel, the master
@@ -201,7 +342,7 @@ func (h *Handle) Acquire(ctx context.Context, mode Mode, opts ...LockOption) err
 // ErrLockHeld (or ErrLockDelay) otherwise.
 func (h *Handle) TryAcquire(ctx context.Context, mode Mode, opts ...LockOption) error {
 	var rep wire.SeqReply
-	if err := h.c.do(ctx, wire.MAcquire, h.lockArgs(mode, opts), &rep, numberedCall); err != nil {
+	if err := h.c.write(ctx, h.path, wire.MAcquire, h.lockArgs(mode, opts), &rep); err != nil {
 		return fmt.Errorf("trylock %s: %w", h.path, err)
 	}
 	h.setHeld(rep.Seq)
@@ -239,7 +380,7 @@ func (h *Handle) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("release %s: %w", h.path, ErrNotHeld)
 	}
-	err := h.c.do(ctx, wire.MRelease, wire.ReleaseArgs{Path: h.path, Gen: l.seq.Gen}, nil, numberedCall)
+	err := h.c.write(ctx, h.path, wire.MRelease, wire.ReleaseArgs{Path: h.path, Gen: l.seq.Gen}, nil)
 	h.c.mu.Lock()
 	if h.lock == l {
 		h.lock = nil
@@ -279,11 +420,26 @@ func (h *Handle) LockLost() <-chan struct{} {
 	return h.lock.lost
 }
 
-// Close releases the handle's lock, if any. The handle must not be used after.
+// Close releases the handle's lock, if any, and ends its event
+// subscription. The handle must not be used after.
 func (h *Handle) Close() error {
 	h.c.mu.Lock()
 	held := h.lock != nil
+	unwatch := false
+	if h.events != 0 {
+		h.events = 0
+		if h.c.watchN[h.path]--; h.c.watchN[h.path] <= 0 {
+			delete(h.c.watchN, h.path)
+			delete(h.c.watches, h.path)
+			unwatch = true
+		}
+	}
 	h.c.mu.Unlock()
+	if unwatch {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.c.do(ctx, wire.MUnwatch, wire.UnwatchArgs{Path: h.path}, nil, readCall)
+		cancel()
+	}
 	if !held {
 		return nil
 	}
@@ -302,7 +458,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte, opts .
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: path, Data: data, Create: true, Seq: o.seq}
-	if err := c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
+	if err := c.write(ctx, path, wire.MSetContents, args, &rep); err != nil {
 		return Stat{}, fmt.Errorf("write %s: %w", path, err)
 	}
 	return rep.Stat, nil
@@ -315,7 +471,7 @@ func (c *Client) WriteFileIf(ctx context.Context, path string, data []byte, gen 
 	o := writeOptions(opts)
 	var rep wire.StatReply
 	args := wire.SetContentsArgs{Path: path, Data: data, CAS: true, Gen: gen, Seq: o.seq}
-	if err := c.do(ctx, wire.MSetContents, args, &rep, numberedCall); err != nil {
+	if err := c.write(ctx, path, wire.MSetContents, args, &rep); err != nil {
 		return Stat{}, fmt.Errorf("cas %s: %w", path, err)
 	}
 	return rep.Stat, nil

@@ -204,6 +204,7 @@ func (s *State) applyCreate(c *Command, r *Result) {
 		return
 	}
 	r.Stat = n.Stat
+	r.change(c.Path, Created)
 }
 
 // addNode creates a node whose parent must be an existing directory.
@@ -241,6 +242,7 @@ func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data [
 // removeNode deletes a node: its holders lose the lock, its waiters are
 // cancelled, its ephemeral owner forgets it.
 func (s *State) removeNode(path string, n *node, now int64, r *Result) {
+	r.change(path, Deleted)
 	for id := range n.Holders {
 		if rec, ok := s.sessions[id]; ok {
 			delete(rec.locks, path)
@@ -305,6 +307,7 @@ func (s *State) applySetContents(c *Command, r *Result) {
 			return
 		}
 		r.Stat = nn.Stat
+		r.change(c.Path, Created)
 		return
 	}
 	n, err := s.lookup(c.Path, c.Instance)
@@ -321,6 +324,7 @@ func (s *State) applySetContents(c *Command, r *Result) {
 		return
 	}
 	n.Data = c.Data
+	r.change(c.Path, Modified)
 	n.Stat.ContentGen = s.next()
 	n.Stat.Size = len(c.Data)
 	n.Stat.Checksum = checksum(c.Data)
@@ -394,8 +398,10 @@ func (s *State) applyAcquire(c *Command, r *Result) {
 	}
 	if s.grantable(n, c.Mode, c.Now) {
 		r.Seq = s.grant(c.Path, n, rec, waiter{Session: rec.ID, Mode: c.Mode, WaitID: c.WaitID, LockDelay: c.LockDelay})
+		r.change(c.Path, LockAcquired)
 		return
 	}
+	r.change(c.Path, LockConflict)
 	if !c.Wait {
 		if len(n.Holders) == 0 && c.Now < n.DelayUntil {
 			r.Err = errf(ErrLockDelay, "%s is free but in lock-delay for another %v", c.Path, time.Duration(n.DelayUntil-c.Now))
@@ -467,6 +473,7 @@ func (s *State) grantWaiters(path string, n *node, now int64, r *Result) {
 		delete(rec.waits, path)
 		seq := s.grant(path, n, rec, w)
 		r.Grants = append(r.Grants, Grant{Session: w.Session, WaitID: w.WaitID, Seq: seq})
+		r.change(path, LockAcquired)
 		if w.Mode == Exclusive {
 			break
 		}

@@ -108,6 +108,31 @@ type Result struct {
 	Delayed []Delayed
 	// Ended are sessions this command ended.
 	Ended []uint64
+	// Changes are what this command changed, in order: the master turns
+	// them into events for the sessions watching those nodes.
+	Changes []Change
+}
+
+// ChangeKind says what happened to a node.
+type ChangeKind uint8
+
+// Changes reported in Result.Changes.
+const (
+	Created      ChangeKind = iota + 1 // the node was created
+	Modified                           // its contents were set
+	Deleted                            // it was deleted
+	LockAcquired                       // its lock was granted to someone
+	LockConflict                       // someone asked for its lock while it was held (or delayed)
+)
+
+// Change is one entry of Result.Changes.
+type Change struct {
+	Path string
+	Kind ChangeKind
+}
+
+func (r *Result) change(path string, k ChangeKind) {
+	r.Changes = append(r.Changes, Change{Path: path, Kind: k})
 }
 
 // Grant is a waiter that now holds the lock.

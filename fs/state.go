@@ -233,6 +233,22 @@ func (s *State) DelayedLocks() []Delayed {
 	return out
 }
 
+// SessionPaths lists the nodes whose state ending the session may change:
+// those it holds locks on, waits for, or owns as ephemeral files.
+func (s *State) SessionPaths(id uint64) []string {
+	rec, ok := s.sessions[id]
+	if !ok {
+		return nil
+	}
+	seen := map[string]struct{}{}
+	for _, m := range []map[string]struct{}{rec.locks, rec.waits, rec.ephemerals} {
+		for p := range m {
+			seen[p] = struct{}{}
+		}
+	}
+	return sortedKeys(seen)
+}
+
 // RemovedServers returns the ids of servers an operator removed for good.
 func (s *State) RemovedServers() map[string]bool {
 	out := make(map[string]bool, len(s.removed))

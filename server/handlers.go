@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -57,6 +58,7 @@ func init() {
 		wire.MCheckSequencer: {read: true, handle: (*call).checkSequencer},
 		wire.MMembers:        {handle: (*call).members},
 		wire.MRemoveServer:   {handle: (*call).removeServer},
+		wire.MUnwatch:        {inline: true, needSession: true, handle: (*call).unwatch},
 	}
 }
 
@@ -121,7 +123,7 @@ func (c *call) decode(v any) error {
 func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
 	cmd.Session = c.req.Session
 	cmd.CallID, cmd.Acked = c.req.Call, c.req.Acked
-	res, err := c.s.propose(cmd)
+	res, err := c.s.proposeWrite(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +227,7 @@ func (c *call) keepAlive() (any, error) {
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
-	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent); err != nil {
+	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent, a.AckInval); err != nil {
 		return nil, err
 	}
 	return nil, errDeferred
@@ -244,11 +246,20 @@ func (c *call) open() (any, error) {
 	if err := c.checkPath(a.Path); err != nil {
 		return nil, err
 	}
+	if a.Events != 0 {
+		c.s.tracker.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+	}
 	if !a.Create {
-		var st fs.Stat
+		var rep wire.StatReply
+		if a.Cache {
+			rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
+		}
 		var err error
-		c.s.fsm.read(func(s *fs.State) { st, err = s.Stat(a.Path) })
-		return wire.StatReply{Stat: st}, err
+		c.s.fsm.read(func(s *fs.State) { rep.Stat, err = s.Stat(a.Path) })
+		if a.Cache && errors.Is(err, fs.ErrNoSuchNode) {
+			rep.Absent, err = true, nil
+		}
+		return rep, err
 	}
 	res, err := c.apply(&fs.Command{Op: fs.OpCreate, Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive})
 	if err != nil {
@@ -257,12 +268,24 @@ func (c *call) open() (any, error) {
 	return wire.StatReply{Stat: res.Stat}, nil
 }
 
+func (c *call) unwatch() (any, error) {
+	var a wire.UnwatchArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	c.s.tracker.watch(c.req.Session, a.Path, 0)
+	return wire.Empty{}, nil
+}
+
 func (c *call) getContents() (any, error) {
 	var a wire.NodeArgs
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
 	var rep wire.ContentsReply
+	if a.Cache {
+		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
+	}
 	var err error
 	c.s.fsm.read(func(s *fs.State) { rep.Data, rep.Stat, err = s.Get(a.Path, a.Instance) })
 	return rep, err
@@ -274,6 +297,9 @@ func (c *call) getStat() (any, error) {
 		return nil, err
 	}
 	var rep wire.StatReply
+	if a.Cache {
+		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
+	}
 	var err error
 	c.s.fsm.read(func(s *fs.State) { rep.Stat, err = s.StatInstance(a.Path, a.Instance) })
 	return rep, err
@@ -285,6 +311,9 @@ func (c *call) readDir() (any, error) {
 		return nil, err
 	}
 	var rep wire.ReadDirReply
+	if a.Cache {
+		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
+	}
 	var err error
 	c.s.fsm.read(func(s *fs.State) {
 		rep.Children, err = s.Children(a.Path, a.Instance)

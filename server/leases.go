@@ -30,6 +30,44 @@ type lease struct {
 	timer   session.Timer // fires at expires
 	ending  bool          // an expiry command is in flight
 	poll    *poll
+
+	// Invalidations sent (or to send) and not yet acknowledged; writers
+	// wait on their channels.
+	invals   []*pendingInval
+	invalSeq uint64
+	// Events waiting for the next KeepAlive reply.
+	events  []wire.Event
+	dropped uint64
+}
+
+type pendingInval struct {
+	seq   uint64
+	paths []string
+	acked chan struct{}
+}
+
+// maxQueuedEvents bounds a session's undelivered events; past it events are
+// dropped and counted (a slow consumer never blocks the master).
+const maxQueuedEvents = 1024
+
+// replyLocked builds a KeepAlive reply: the lease, every unacknowledged
+// invalidation, and the queued events (which it takes).
+func (l *lease) replyLocked() wire.KeepAliveReply {
+	rep := wire.KeepAliveReply{TTL: int64(l.ttl), InvalSeq: l.invalSeq, Events: l.events, Dropped: l.dropped}
+	for _, pi := range l.invals {
+		rep.Invalidations = append(rep.Invalidations, pi.paths...)
+	}
+	l.events, l.dropped = nil, 0
+	return rep
+}
+
+// releaseLocked frees every writer waiting on this session's acknowledgements
+// (the session is gone, or this server is no longer master).
+func (l *lease) releaseLocked() {
+	for _, pi := range l.invals {
+		close(pi.acked)
+	}
+	l.invals = nil
 }
 
 // poll is a parked KeepAlive, answered when its hold ends or earlier.
@@ -82,6 +120,7 @@ func (t *leaseTable) clearLocked() []*poll {
 	var parked []*poll
 	for id, l := range t.m {
 		l.timer.Stop()
+		l.releaseLocked()
 		if p := l.poll; p != nil {
 			p.timer.Stop()
 			parked = append(parked, p)
@@ -109,6 +148,7 @@ func (t *leaseTable) remove(id uint64) {
 		return
 	}
 	l.timer.Stop()
+	l.releaseLocked()
 	p := l.poll
 	if p != nil {
 		p.timer.Stop()
@@ -129,10 +169,11 @@ func (t *leaseTable) alive(id uint64) bool {
 	return ok && !l.ending
 }
 
-// keepAlive extends the lease to now+TTL and parks the call until its hold
-// ends (or answers at once when urgent); a previous parked poll of the same
-// session is answered at once.
-func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool) error {
+// keepAlive records the acknowledged invalidations, extends the lease to
+// now+TTL and parks the call until its hold ends. It answers at once when
+// urgent or when there is something to deliver; a previous parked poll of the
+// same session is answered at once.
+func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval uint64) error {
 	now := t.s.clock.Now()
 	t.mu.Lock()
 	l, ok := t.m[id]
@@ -140,28 +181,38 @@ func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool) error {
 		t.mu.Unlock()
 		return fs.ErrSessionExpired
 	}
+	t.ackLocked(l, ackInval)
 	t.extendLocked(l, now)
-	old := l.poll
-	if old != nil {
-		old.timer.Stop()
-	}
-	l.poll = nil
-	ttl := l.ttl
-	if !urgent {
-		hold := t.s.jitterHold(l.ttl)
+	old := t.takePollLocked(l)
+	answerNow := urgent || len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
+	var rep wire.KeepAliveReply
+	if answerNow {
+		rep = l.replyLocked()
+	} else {
 		p := &poll{c: c, reqID: reqID}
-		p.timer = t.s.clock.AfterFunc(hold, func() { t.answer(id, p) })
+		p.timer = t.s.clock.AfterFunc(t.s.jitterHold(l.ttl), func() { t.answer(id, p) })
 		l.poll = p
 	}
 	t.mu.Unlock()
-	if old != nil {
-		old.c.reply(old.reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
-	}
+	old.send()
 	t.s.metrics.keepAlives.Inc()
-	if urgent {
-		c.reply(reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
+	if answerNow {
+		c.reply(reqID, rep, nil)
 	}
 	return nil
+}
+
+// ackLocked frees the writers waiting for invalidations up to seq.
+func (t *leaseTable) ackLocked(l *lease, seq uint64) {
+	kept := l.invals[:0]
+	for _, pi := range l.invals {
+		if pi.seq <= seq {
+			close(pi.acked)
+			continue
+		}
+		kept = append(kept, pi)
+	}
+	l.invals = kept
 }
 
 // answer ends a poll's hold: the lease is extended again and granted.
@@ -173,11 +224,78 @@ func (t *leaseTable) answer(id uint64, p *poll) {
 		t.mu.Unlock()
 		return
 	}
+	p.timer.Stop()
 	l.poll = nil
 	t.extendLocked(l, now)
-	ttl := l.ttl
+	rep := l.replyLocked()
 	t.mu.Unlock()
-	p.c.reply(p.reqID, wire.KeepAliveReply{TTL: int64(ttl)}, nil)
+	p.c.reply(p.reqID, rep, nil)
+}
+
+// invalidate queues an invalidation of paths for a session and answers its
+// parked KeepAlive at once. The returned channel is closed when the session
+// acknowledges it (or ends); deadline is the session's lease as of now: the
+// client can renew its local lease only through a reply that carries this
+// invalidation, so once deadline passes its cache cannot serve the paths.
+// ok is false if the session has no lease here.
+func (t *leaseTable) invalidate(id uint64, paths []string) (acked <-chan struct{}, deadline time.Time, ok bool) {
+	t.mu.Lock()
+	l, found := t.m[id]
+	if !found {
+		t.mu.Unlock()
+		return nil, time.Time{}, false
+	}
+	l.invalSeq++
+	pi := &pendingInval{seq: l.invalSeq, paths: paths, acked: make(chan struct{})}
+	l.invals = append(l.invals, pi)
+	deadline = l.expires
+	p := t.takePollLocked(l)
+	t.mu.Unlock()
+	t.s.metrics.invalidations.Inc()
+	p.send()
+	return pi.acked, deadline, true
+}
+
+// pushEvents queues events for a session and answers its parked KeepAlive.
+func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	for _, e := range evs {
+		if len(l.events) >= maxQueuedEvents {
+			l.dropped++
+			continue
+		}
+		l.events = append(l.events, e)
+	}
+	p := t.takePollLocked(l)
+	t.mu.Unlock()
+	p.send()
+}
+
+// earlyReply is a parked poll taken to be answered early, with its reply.
+type earlyReply struct {
+	p   *poll
+	rep wire.KeepAliveReply
+}
+
+func (e earlyReply) send() {
+	if e.p != nil {
+		e.p.c.reply(e.p.reqID, e.rep, nil)
+	}
+}
+
+func (t *leaseTable) takePollLocked(l *lease) earlyReply {
+	p := l.poll
+	if p == nil {
+		return earlyReply{}
+	}
+	p.timer.Stop()
+	l.poll = nil
+	return earlyReply{p: p, rep: l.replyLocked()}
 }
 
 func (t *leaseTable) extendLocked(l *lease, now time.Time) {
@@ -231,7 +349,7 @@ func (t *leaseTable) expire(l *lease) {
 		return
 	}
 	s.log.Info("session expired", "session", l.id)
-	res, err := s.propose(&fs.Command{Op: fs.OpEndSession, Session: l.id, Expired: true})
+	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: l.id, Expired: true})
 	if err != nil {
 		s.log.Warn("expiring session failed", "session", l.id, "err", err)
 		retry()

@@ -19,6 +19,9 @@ type metrics struct {
 	epoch        prometheus.Gauge
 	applyLatency prometheus.Histogram
 	batchSize    prometheus.Histogram
+	invalidations prometheus.Counter
+	invalWait     prometheus.Histogram
+	events        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -33,9 +36,12 @@ func newMetrics() *metrics {
 		expired:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_sessions_expired_total", Help: "Sessions expired by this master."}),
 		epoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "chubby_master_epoch", Help: "Master epoch while serving, 0 otherwise."}),
 		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_apply_seconds", Help: "Time from propose to applied.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
+		invalidations: prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_cache_invalidations_total", Help: "Invalidations sent to caching sessions."}),
+		invalWait:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_cache_invalidation_wait_seconds", Help: "Time a write waited for cachers to acknowledge.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		events:        prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_events_total", Help: "Events queued for sessions."}),
 		batchSize:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_batch_commands", Help: "Commands per raft log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency, m.batchSize,
+	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency, m.batchSize, m.invalidations, m.invalWait, m.events,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -66,6 +66,7 @@ type Server struct {
 
 	proposer proposer
 	verifier readVerifier
+	tracker  *tracker
 }
 
 type waitKey struct {
@@ -120,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.leases = newLeaseTable(s)
 	s.proposer.s = s
+	s.tracker = newTracker(s)
 	s.verifier.s = s
 	s.fsm.onApply = s.onApply
 	return s, nil
@@ -463,6 +465,7 @@ func (s *Server) establishMaster() {
 		sessions = st.Sessions()
 		delayed = st.DelayedLocks()
 	})
+	s.tracker.reset()
 	s.leases.reset(now, sessions)
 	for _, d := range delayed {
 		s.armDelay(d)
@@ -482,6 +485,7 @@ func (s *Server) revokeMaster() {
 	}
 	s.log.Info("no longer master")
 	s.leases.clear()
+	s.tracker.reset()
 	s.delayMu.Lock()
 	for p, t := range s.delays {
 		t.Stop()
@@ -504,6 +508,10 @@ func (s *Server) revokeMaster() {
 func (s *Server) onApply(cmd *fs.Command, res *fs.Result) {
 	for _, id := range res.Ended {
 		s.leases.remove(id)
+		s.tracker.forget(id)
+	}
+	if s.IsMaster() {
+		s.tracker.publish(res.Changes)
 	}
 	if len(res.Grants) > 0 || len(res.Cancelled) > 0 {
 		ended := map[uint64]bool{}
@@ -564,7 +572,7 @@ func (s *Server) armDelay(d fs.Delayed) {
 		if !s.IsMaster() {
 			return
 		}
-		if _, err := s.propose(&fs.Command{Op: fs.OpGrantDelayed, Path: path}); err != nil {
+		if _, err := s.proposeWrite(&fs.Command{Op: fs.OpGrantDelayed, Path: path}); err != nil {
 			s.log.Warn("grant after lock-delay failed", "path", path, "err", err)
 		}
 	})

@@ -31,12 +31,13 @@ const (
 	MCheckSequencer        // CheckSequencerArgs → CheckSequencerReply
 	MMembers               // Empty → MembersReply (any server answers)
 	MRemoveServer          // RemoveServerArgs → Empty (master only)
+	MUnwatch               // UnwatchArgs → Empty
 	MethodCount
 )
 
 var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
-	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer"}
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -108,13 +109,42 @@ type CreateSessionReply struct {
 // (jeopardy) or it has just (re)connected, and it wants a fresh lease now.
 type KeepAliveArgs struct {
 	Urgent bool `msgpack:"u,omitempty"`
+	// AckInval acknowledges every invalidation up to this sequence number:
+	// the client has dropped those entries from its cache.
+	AckInval uint64 `msgpack:"ai,omitempty"`
 }
 
 // KeepAliveReply grants a lease of TTL measured from when the KeepAlive was
 // sent (the client subtracts its drift margin).
 type KeepAliveReply struct {
 	TTL int64 `msgpack:"ttl"`
+	// Invalidations are paths the client must drop from its cache before it
+	// relies on this reply's lease; InvalSeq is what to acknowledge.
+	Invalidations []string `msgpack:"inv,omitempty"`
+	InvalSeq      uint64   `msgpack:"is,omitempty"`
+	// Events for the session's watched nodes, in commit order; Dropped
+	// counts events lost because the session's queue was full.
+	Events  []Event `msgpack:"ev,omitempty"`
+	Dropped uint64  `msgpack:"dr,omitempty"`
 }
+
+// Event is a change to a watched node, delivered on KeepAlive replies.
+type Event struct {
+	Type string `msgpack:"t"` // contents_modified, child_added, ...
+	Path string `msgpack:"p"` // the node the event is about (the child, for child_*)
+}
+
+// Event mask bits for OpenArgs.Events.
+const (
+	EvContentsModified uint32 = 1 << iota
+	EvChildAdded
+	EvChildRemoved
+	EvChildModified
+	EvLockAcquired
+	EvConflictingLock
+	EvHandleInvalid
+	EvAll = EvContentsModified | EvChildAdded | EvChildRemoved | EvChildModified | EvLockAcquired | EvConflictingLock | EvHandleInvalid
+)
 
 // OpenArgs opens (and optionally creates) a node.
 type OpenArgs struct {
@@ -123,29 +153,49 @@ type OpenArgs struct {
 	IsDir     bool   `msgpack:"dir,omitempty"`
 	Ephemeral bool   `msgpack:"eph,omitempty"`
 	Exclusive bool   `msgpack:"x,omitempty"`
+	// Cache: the client caches the answer (a missing node is then answered
+	// with StatReply.Absent rather than an error).
+	Cache bool `msgpack:"ca,omitempty"`
+	// Events subscribes the session to these events on the node (mask of
+	// Ev* bits, or'ed with earlier subscriptions).
+	Events uint32 `msgpack:"ev,omitempty"`
+}
+
+// UnwatchArgs drops the session's event subscription on a node.
+type UnwatchArgs struct {
+	Path string `msgpack:"p"`
 }
 
 // NodeArgs names a node through a handle (Instance 0: any instance).
 type NodeArgs struct {
 	Path     string `msgpack:"p"`
 	Instance uint64 `msgpack:"i,omitempty"`
+	// Cache: the client will cache the answer; the master then counts the
+	// session among the node's cachers and invalidates it before writes.
+	Cache bool `msgpack:"ca,omitempty"`
 }
 
 // StatReply carries a node's metadata.
 type StatReply struct {
-	Stat fs.Stat `msgpack:"st"`
+	Stat   fs.Stat `msgpack:"st"`
+	Absent bool    `msgpack:"ab,omitempty"` // Open with Cache of a missing node
+	// Cacheable is false while an invalidation of the node is in progress:
+	// the answer is right now but must not be cached.
+	Cacheable bool `msgpack:"cc,omitempty"`
 }
 
 // ContentsReply carries a file's contents and metadata.
 type ContentsReply struct {
-	Data []byte  `msgpack:"d"`
-	Stat fs.Stat `msgpack:"st"`
+	Data      []byte  `msgpack:"d"`
+	Stat      fs.Stat `msgpack:"st"`
+	Cacheable bool    `msgpack:"cc,omitempty"`
 }
 
 // ReadDirReply carries a directory's child names.
 type ReadDirReply struct {
-	Children []string `msgpack:"c"`
-	Stat     fs.Stat  `msgpack:"st"`
+	Children  []string `msgpack:"c"`
+	Stat      fs.Stat  `msgpack:"st"`
+	Cacheable bool     `msgpack:"cc,omitempty"`
 }
 
 // SetContentsArgs writes a file, optionally creating it, optionally CAS on

@@ -1,0 +1,208 @@
+package cache
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+)
+
+// Kind is what an entry caches about a path.
+type Kind uint8
+
+// Entry kinds.
+const (
+	Contents Kind = iota // file contents and stat
+	StatOnly             // stat
+	Listing              // directory children
+)
+
+// Key names an entry.
+type Key struct {
+	Path string
+	Kind Kind
+}
+
+// Value is a cached answer. Absent records that the node does not exist
+// (a negative entry); Data and Children are shared with callers and must not
+// be modified.
+type Value struct {
+	Absent   bool
+	Data     []byte
+	Stat     fs.Stat
+	Children []string
+}
+
+func (v *Value) size(k Key) int {
+	n := len(k.Path) + len(v.Data) + 96
+	for _, c := range v.Children {
+		n += len(c) + 16
+	}
+	return n
+}
+
+// Stats are the cache's counters.
+type Stats struct {
+	Hits          uint64 `json:"hits"`
+	Misses        uint64 `json:"misses"`
+	Entries       int    `json:"entries"`
+	Bytes         int    `json:"bytes"`
+	Invalidations uint64 `json:"invalidations"`
+}
+
+// Config bounds the cache.
+type Config struct {
+	MaxEntries int // 0: 10,000
+	MaxBytes   int // 0: 64 MiB
+}
+
+// Cache is safe for concurrent use.
+type Cache struct {
+	mu       sync.Mutex
+	cfg      Config
+	entries  map[Key]*list.Element
+	lru      list.List // front: most recently used
+	bytes    int
+	leaseEnd time.Time
+	enabled  bool
+	gen      uint64 // bumped by every invalidation and flush
+	stats    Stats
+}
+
+type item struct {
+	key  Key
+	val  Value
+	size int
+}
+
+// New returns an empty, enabled cache with no valid lease yet.
+func New(cfg Config) *Cache {
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 10000
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 64 << 20
+	}
+	return &Cache{cfg: cfg, entries: map[Key]*list.Element{}, enabled: true}
+}
+
+// SetLeaseEnd records the end of the session's local lease: no entry is
+// served at or after it.
+func (c *Cache) SetLeaseEnd(t time.Time) {
+	c.mu.Lock()
+	c.leaseEnd = t
+	c.mu.Unlock()
+}
+
+// Get returns the entry for k if it may be served at now.
+func (c *Cache) Get(k Key, now time.Time) (Value, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || !now.Before(c.leaseEnd) {
+		c.stats.Misses++
+		return Value{}, false
+	}
+	e, ok := c.entries[k]
+	if !ok {
+		c.stats.Misses++
+		return Value{}, false
+	}
+	c.lru.MoveToFront(e)
+	c.stats.Hits++
+	return e.Value.(*item).val, true
+}
+
+// Token is taken before the RPC whose answer will be Put.
+type Token uint64
+
+// Begin returns the token a later Put must present.
+func (c *Cache) Begin() Token {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Token(c.gen)
+}
+
+// Put stores v under k unless the cache was invalidated or flushed since
+// tok was taken (the answer may predate the invalidation) or is disabled.
+func (c *Cache) Put(k Key, v Value, tok Token) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || uint64(tok) != c.gen {
+		return
+	}
+	it := &item{key: k, val: v, size: v.size(k)}
+	if it.size > c.cfg.MaxBytes {
+		return
+	}
+	if e, ok := c.entries[k]; ok {
+		c.removeLocked(e)
+	}
+	c.entries[k] = c.lru.PushFront(it)
+	c.bytes += it.size
+	for len(c.entries) > c.cfg.MaxEntries || c.bytes > c.cfg.MaxBytes {
+		c.removeLocked(c.lru.Back())
+	}
+}
+
+func (c *Cache) removeLocked(e *list.Element) {
+	it := e.Value.(*item)
+	c.lru.Remove(e)
+	delete(c.entries, it.key)
+	c.bytes -= it.size
+}
+
+// Invalidate drops every entry of the paths (all kinds) and makes in-flight
+// fills void.
+func (c *Cache) Invalidate(paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, p := range paths {
+		for _, k := range []Kind{Contents, StatOnly, Listing} {
+			if e, ok := c.entries[Key{p, k}]; ok {
+				c.removeLocked(e)
+			}
+		}
+		c.stats.Invalidations++
+	}
+}
+
+// Flush drops everything (master failover) and makes in-flight fills void.
+func (c *Cache) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLocked()
+}
+
+func (c *Cache) flushLocked() {
+	c.gen++
+	c.entries = map[Key]*list.Element{}
+	c.lru.Init()
+	c.bytes = 0
+}
+
+// Disable flushes and serves nothing until Enable (jeopardy).
+func (c *Cache) Disable() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.enabled = false
+	c.flushLocked()
+}
+
+// Enable serves again (the session is safe).
+func (c *Cache) Enable() {
+	c.mu.Lock()
+	c.enabled = true
+	c.mu.Unlock()
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Entries = len(c.entries)
+	s.Bytes = c.bytes
+	return s
+}
