@@ -66,7 +66,8 @@ type Cache struct {
 	bytes    int
 	leaseEnd time.Time
 	enabled  bool
-	gen      uint64 // bumped by every invalidation and flush
+	gen      uint64         // bumped by every invalidation and flush
+	writing  map[string]int // paths with writes of this client in flight: not filled
 	stats    Stats
 }
 
@@ -84,7 +85,7 @@ func New(cfg Config) *Cache {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 64 << 20
 	}
-	return &Cache{cfg: cfg, entries: map[Key]*list.Element{}, enabled: true}
+	return &Cache{cfg: cfg, entries: map[Key]*list.Element{}, writing: map[string]int{}, enabled: true}
 }
 
 // SetLeaseEnd records the end of the session's local lease: no entry is
@@ -124,11 +125,12 @@ func (c *Cache) Begin() Token {
 }
 
 // Put stores v under k unless the cache was invalidated or flushed since
-// tok was taken (the answer may predate the invalidation) or is disabled.
+// tok was taken (the answer may predate the invalidation), is disabled, or
+// a write of k's path by this client is in flight.
 func (c *Cache) Put(k Key, v Value, tok Token) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.enabled || uint64(tok) != c.gen {
+	if !c.enabled || uint64(tok) != c.gen || c.writing[k.Path] > 0 {
 		return
 	}
 	it := &item{key: k, val: v, size: v.size(k)}
@@ -157,6 +159,37 @@ func (c *Cache) removeLocked(e *list.Element) {
 func (c *Cache) Invalidate(paths ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invalidateLocked(paths)
+}
+
+// BeginWrite invalidates paths and keeps them from being filled until the
+// matching EndWrite: the client is writing them. The master sends no
+// invalidation to the writing session itself, so an answer it gave this
+// client before the write arrived must not be cached, even if it comes back
+// after the write committed.
+func (c *Cache) BeginWrite(paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invalidateLocked(paths)
+	for _, p := range paths {
+		c.writing[p]++
+	}
+}
+
+// EndWrite ends a BeginWrite of the same paths (the write's reply arrived or
+// the call failed) and invalidates them again.
+func (c *Cache) EndWrite(paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range paths {
+		if c.writing[p]--; c.writing[p] <= 0 {
+			delete(c.writing, p)
+		}
+	}
+	c.invalidateLocked(paths)
+}
+
+func (c *Cache) invalidateLocked(paths []string) {
 	c.gen++
 	for _, p := range paths {
 		for _, k := range []Kind{Contents, StatOnly, Listing} {

@@ -68,6 +68,9 @@ type Client struct {
 	// expired is set when expire has run. The lease state cannot tell: Check
 	// moves it to Expired by itself when the grace period ends.
 	expired bool
+	// silent is a server whose connection stayed up but answered nothing
+	// for a whole lease (keepAliveLoop gave it up): connect tries it last.
+	silent string
 
 	cache    *cache.Cache
 	invalAck atomic.Uint64     // last invalidation sequence processed
@@ -159,7 +162,16 @@ func (c *Client) connect(ctx context.Context) error {
 	tried := map[string]bool{}
 	c.mu.Lock()
 	queue := append([]string(nil), c.known...)
+	silent := c.silent
 	c.mu.Unlock()
+	// A silent server (a paused one accepts connections and holds every
+	// call) would cost the whole dial timeout before the others are tried.
+	for i, a := range queue {
+		if a == silent {
+			queue = append(append(queue[:i:i], queue[i+1:]...), a)
+			break
+		}
+	}
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
@@ -204,6 +216,9 @@ func (c *Client) connect(ctx context.Context) error {
 			c.invalAck.Store(0)
 		}
 		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
+		if addr == c.silent {
+			c.silent = "" // it answers again
+		}
 		select {
 		case <-c.connReady:
 		default:
@@ -391,6 +406,7 @@ func (c *Client) keepAliveLoop() {
 	}
 	results := make(chan result, 1)
 	inflight := false
+	var kaConn *rpcConn // the connection of the KeepAlive in flight
 	// urgent: ask the master to answer at once (fresh connection or
 	// jeopardy) rather than hold the poll for a third of the TTL.
 	urgent := false
@@ -412,7 +428,7 @@ func (c *Client) keepAliveLoop() {
 				urgent = true
 				continue
 			}
-			inflight = true
+			inflight, kaConn = true, conn
 			sentAt := c.clock.Now()
 			c.mu.Lock()
 			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe, AckInval: c.invalAck.Load()}
@@ -483,8 +499,19 @@ func (c *Client) keepAliveLoop() {
 				}
 			}
 		case <-timer.C():
-			if c.checkLease() == session.Expired {
+			st := c.checkLease()
+			if st == session.Expired {
 				return
+			}
+			if st == session.Jeopardy && inflight {
+				// No answer for a whole lease, yet the connection is up
+				// (a paused master, or a partition that drops packets):
+				// give it up and look for the master among every server
+				// for the grace period, instead of waiting on it.
+				c.mu.Lock()
+				c.silent = kaConn.addr
+				c.mu.Unlock()
+				c.dropConn(kaConn)
 			}
 		case <-c.stop:
 			timer.Stop()
@@ -647,6 +674,9 @@ func (c *Client) Close() error {
 	}
 	expired := c.lease.State() == session.Expired
 	c.mu.Unlock()
+	// Nothing is answered from the cache once Close has begun: the master
+	// forgets the session (and sends it no invalidation) when it ends.
+	c.cache.Disable()
 	var err error
 	if !expired {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

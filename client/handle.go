@@ -130,14 +130,18 @@ func (c *Client) cachedStat(path string) (cache.Value, bool) {
 }
 
 // writing and written bracket a write of path: the client drops its own
-// cached entries of the node and its directory before the call (its reads
-// racing the write must not fill them) and again after it.
+// cached entries of the node and its directory before the call, fills none
+// while it is in flight (its reads racing the write must not fill them: the
+// master sends the writer no invalidation) and drops them again after it.
 func (c *Client) writing(path string) {
 	dir, _ := fs.Split(path)
-	c.cache.Invalidate(path, dir)
+	c.cache.BeginWrite(path, dir)
 }
 
-func (c *Client) written(path string) { c.writing(path) }
+func (c *Client) written(path string) {
+	dir, _ := fs.Split(path)
+	c.cache.EndWrite(path, dir)
+}
 
 // checkInstance applies the handle's instance check to a cached entry.
 func (h *Handle) checkInstance(v cache.Value) error {

@@ -21,6 +21,8 @@ type leaseTable struct {
 	s  *Server
 	mu sync.Mutex
 	m  map[uint64]*lease
+	// nUnflushed counts the leases with an open unflushed channel.
+	nUnflushed int
 }
 
 type lease struct {
@@ -38,6 +40,12 @@ type lease struct {
 	// Events waiting for the next KeepAlive reply.
 	events  []wire.Event
 	dropped uint64
+	// unflushed is open while a session carried over from an earlier master
+	// has not sent this master a KeepAlive: its client may not have heard of
+	// the failover and may still serve what it cached under the old master,
+	// which told this one nothing. Writes wait for it as for an
+	// unacknowledged invalidation of everything (Chubby §2.9, failover).
+	unflushed chan struct{}
 }
 
 type pendingInval struct {
@@ -87,6 +95,8 @@ func (t *leaseTable) reset(now time.Time, sessions []fs.SessionInfo) {
 	parked := t.clearLocked()
 	for _, si := range sessions {
 		t.addLocked(now, si.ID, time.Duration(si.TTL))
+		t.m[si.ID].unflushed = make(chan struct{})
+		t.nUnflushed++
 	}
 	t.s.metrics.sessions.Set(float64(len(t.m)))
 	t.mu.Unlock()
@@ -121,6 +131,7 @@ func (t *leaseTable) clearLocked() []*poll {
 	for id, l := range t.m {
 		l.timer.Stop()
 		l.releaseLocked()
+		t.flushedLocked(l)
 		if p := l.poll; p != nil {
 			p.timer.Stop()
 			parked = append(parked, p)
@@ -149,6 +160,7 @@ func (t *leaseTable) remove(id uint64) {
 	}
 	l.timer.Stop()
 	l.releaseLocked()
+	t.flushedLocked(l)
 	p := l.poll
 	if p != nil {
 		p.timer.Stop()
@@ -182,6 +194,8 @@ func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval 
 		return fs.ErrSessionExpired
 	}
 	t.ackLocked(l, ackInval)
+	// A KeepAlive of this master's epoch: the client has flushed its cache.
+	t.flushedLocked(l)
 	t.extendLocked(l, now)
 	old := t.takePollLocked(l)
 	answerNow := urgent || len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
@@ -213,6 +227,36 @@ func (t *leaseTable) ackLocked(l *lease, seq uint64) {
 		kept = append(kept, pi)
 	}
 	l.invals = kept
+}
+
+// flushedLocked frees the writers waiting for a session carried over from an
+// earlier master: it has talked to this master, or it ended.
+func (t *leaseTable) flushedLocked(l *lease) {
+	if l.unflushed != nil {
+		close(l.unflushed)
+		l.unflushed = nil
+		t.nUnflushed--
+	}
+}
+
+// unflushed returns, for every session but except that has not talked to
+// this master since it took over, what a write must wait for: its first
+// KeepAlive here, or the end of its lease as of now (the most an earlier
+// master can have granted it: its local lease, and with it its cache, ends
+// before that).
+func (t *leaseTable) unflushed(except uint64) []ackWait {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nUnflushed == 0 {
+		return nil
+	}
+	var out []ackWait
+	for id, l := range t.m {
+		if l.unflushed != nil && id != except {
+			out = append(out, ackWait{session: id, done: l.unflushed, deadline: l.expires})
+		}
+	}
+	return out
 }
 
 // answer ends a poll's hold: the lease is extended again and granted.

@@ -399,23 +399,14 @@ func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
 
 type gossipEvents struct{ m *membership }
 
+// memberlist calls NotifyLeave for a node it has declared dead (or that
+// left; chubbyd never leaves the gossip, it shuts it down) and NotifyUpdate
+// for an alive node's new metadata. The Node it passes does not carry the
+// state (memberlist v0.7 keeps it in its own nodeState and never sets
+// Node.State, which reads as StateAlive), so the event names it.
 func (e *gossipEvents) NotifyJoin(n *memberlist.Node)   { e.m.update(n, "alive") }
-func (e *gossipEvents) NotifyLeave(n *memberlist.Node)  { e.m.update(n, stateName(n.State)) }
-func (e *gossipEvents) NotifyUpdate(n *memberlist.Node) { e.m.update(n, stateName(n.State)) }
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "unknown"
-}
+func (e *gossipEvents) NotifyLeave(n *memberlist.Node)  { e.m.update(n, "dead") }
+func (e *gossipEvents) NotifyUpdate(n *memberlist.Node) { e.m.update(n, "alive") }
 
 // errNotBootstrapped: the server is waiting to form or join a cell.
 var errNotBootstrapped = errors.New("this server is not part of a cell yet")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 //	lock: uncachable[p]++ and take cachers[p] for p in P
 //	send each cacher an invalidation (answers its parked KeepAlive at once)
 //	wait until each acknowledged (its next KeepAlive) or its lease, as of
-//	     now, has run out
+//	     now, has run out; likewise for every session carried over from an
+//	     earlier master that has not yet talked to this one (it may still
+//	     cache anything)
 //	propose the write; after it is applied: uncachable[p]--
 //
 // A read admitted while a path is uncachable is answered but marked not
@@ -75,10 +78,12 @@ func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 
 // beforeWrite makes paths uncachable and waits until every other session
 // that may cache them has dropped them (or its lease ran out). The returned
-// function makes them cachable again; call it once the write is applied.
-func (t *tracker) beforeWrite(writer uint64, paths []string) func() {
+// function makes them cachable again; call it once the write is applied. The
+// error is not_master when the server began shutting down during the wait:
+// the write is not proposed (its client retries on the next master).
+func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	if len(paths) == 0 {
-		return func() {}
+		return func() {}, nil
 	}
 	t.mu.Lock()
 	targets := map[uint64][]string{}
@@ -102,30 +107,52 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) func() {
 		}
 		t.mu.Unlock()
 	}
-	if len(targets) == 0 {
-		return release
+	// Send every invalidation before waiting for any: the write waits for
+	// the slowest cacher, not for the sum of their round trips.
+	var waits []ackWait
+	for sess, ps := range targets {
+		if acked, deadline, ok := t.s.leases.invalidate(sess, ps); ok {
+			waits = append(waits, ackWait{session: sess, done: acked, deadline: deadline})
+		}
+	}
+	waits = append(waits, t.s.leases.unflushed(writer)...)
+	if len(waits) == 0 {
+		return release, nil
 	}
 	start := time.Now()
-	for sess, ps := range targets {
-		acked, deadline, ok := t.s.leases.invalidate(sess, ps)
-		if !ok {
-			continue
-		}
-		wait := deadline.Sub(t.s.clock.Now())
-		if wait <= 0 {
-			continue
-		}
-		timer := t.s.clock.NewTimer(wait)
-		select {
-		case <-acked:
-		case <-timer.C():
-			t.s.log.Debug("a caching session did not acknowledge an invalidation before its lease ran out", "session", sess)
-		case <-t.s.shutdown:
-		}
-		timer.Stop()
+	for _, w := range waits {
+		t.await(w)
 	}
 	t.s.metrics.invalWait.Observe(time.Since(start).Seconds())
-	return release
+	select {
+	case <-t.s.shutdown:
+		return release, fmt.Errorf("%w: %s is shutting down", fs.ErrNotMaster, t.s.cfg.NodeID)
+	default:
+	}
+	return release, nil
+}
+
+// ackWait is what a write waits for from one session: done closed, or the
+// session's lease (as the master saw it when the wait began) over.
+type ackWait struct {
+	session  uint64
+	done     <-chan struct{}
+	deadline time.Time
+}
+
+func (t *tracker) await(w ackWait) {
+	wait := w.deadline.Sub(t.s.clock.Now())
+	if wait <= 0 {
+		return
+	}
+	timer := t.s.clock.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C():
+		t.s.log.Debug("a caching session did not acknowledge before its lease ran out", "session", w.session)
+	case <-t.s.shutdown:
+	}
 }
 
 // forget drops a session that ended.
@@ -246,7 +273,10 @@ func (s *Server) writePaths(cmd *fs.Command) []string {
 // proposeWrite runs the invalidation protocol for cmd's paths and proposes
 // it on behalf of the session cmd.Session.
 func (s *Server) proposeWrite(cmd *fs.Command) (*fs.Result, error) {
-	release := s.tracker.beforeWrite(cmd.Session, s.writePaths(cmd))
+	release, err := s.tracker.beforeWrite(cmd.Session, s.writePaths(cmd))
 	defer release()
+	if err != nil {
+		return nil, err
+	}
 	return s.propose(cmd)
 }

@@ -37,6 +37,9 @@ type options struct {
 	ttl      time.Duration
 	http     bool
 	level    hclog.Level
+	// raft timing (StartCluster; zero: the server's defaults)
+	hb, election, leaderLease time.Duration
+	serverConfig              func(int, *server.Config)
 }
 
 // WithClock makes the server use clock for leases, KeepAlive holds and

@@ -6,7 +6,8 @@
 //
 //	test ──Dial──▶ client.Client ──────────────┐
 //	     ──NewProxy──▶ Proxy (break, heal,      │ TCP
-//	                   drop frames, count calls)┤
+//	                   drop frames or replies,  │
+//	                   count calls)             ┤
 //	     ──DialRaw──▶ RawConn (hand-made frames)┤
 //	                                            ▼
 //	                               server.Server (master) ── raft ── bbolt (TempDir)
@@ -21,6 +22,25 @@
 // whose Advance fires every timer punctually at its own deadline; a
 // StallClock can in addition simulate a paused process whose timers fire
 // late (Stall).
+//
+// StartCluster runs a replicated cell instead: n servers in the process,
+// each with its own raft log (fsync on) and RPC port, replicating over
+// hashicorp/raft's in-memory transport, listed to each other as static
+// peers (no gossip):
+//
+//	client ──▶ Proxy(i) ──▶ server i ──┐  raft over raft.InmemTransport:
+//	client ──▶ Proxy(j) ──▶ server j ──┼─ Partition(groups...), Isolate(i),
+//	client ──▶ Proxy(k) ──▶ server k ──┘  Heal() cut and mend the links
+//
+// Master and WaitMaster find the one serving master (among a group, while
+// an isolated old master may still believe it is one); Kill crashes a
+// server (its raft links cut first, so it cannot hand leadership over),
+// Stop shuts it down gracefully, Restart brings it back on its data dir and
+// addresses. A Proxy per server cuts or silences client links (Break,
+// Blackhole) and loses chosen replies after the server applied the call
+// (DropReply), the way to make a client retry a call that already took
+// effect. A multi-server cell runs on the real clock unless WithClock is
+// given.
 //
 // WaitFor polls a condition with short sleeps: use it only to wait for real
 // goroutines (a raft apply, a TCP round trip), never for a lease or a

@@ -3,7 +3,6 @@ package cell
 import (
 	"bufio"
 	"encoding/binary"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -13,16 +12,19 @@ import (
 
 // Proxy is a fault-injecting link between clients and the cell's server: it
 // forwards TCP connections frame by frame, counts the calls that pass, can
-// drop chosen requests, and can break every connection (and refuse new ones)
-// until healed. Dial a client through it with
-// c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true}).
+// drop chosen requests or the replies to them, and can break every
+// connection (and refuse new ones) until healed. Dial a client through it
+// with c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true}).
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu     sync.Mutex
 	down   bool
+	silent bool
 	drop   func(*wire.Request) bool
+	losses []*ReplyDrop                       // armed, not yet matched
+	lose   map[net.Conn]map[uint64]*ReplyDrop // by client conn, then request id
 	counts [wire.MethodCount + 1]int
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
@@ -33,15 +35,82 @@ type Proxy struct {
 // test ends.
 func (c *Cell) NewProxy(t testing.TB) *Proxy {
 	t.Helper()
+	return ProxyTo(t, c.Addr())
+}
+
+// ProxyTo starts a proxy to the server at target (an RPC address); it is
+// closed when the test ends.
+func ProxyTo(t testing.TB, target string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("cell: proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: c.Addr(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, lose: map[net.Conn]map[uint64]*ReplyDrop{}}
 	p.wg.Add(1)
 	go p.acceptLoop()
 	t.Cleanup(p.Close)
 	return p
+}
+
+// Target is the server address the proxy forwards to.
+func (p *Proxy) Target() string { return p.target }
+
+// ReplyLoss says what the proxy does once it has swallowed a reply armed by
+// DropReply.
+type ReplyLoss int
+
+const (
+	// LoseAndReset closes the connection that carried the call right after
+	// its reply was swallowed, as a connection reset would: the client sees
+	// the call fail with the connection, reconnects (through the proxy, which
+	// stays up) and retries.
+	LoseAndReset ReplyLoss = iota
+	// LoseAndBreak swallows the reply and then breaks the proxy as Break
+	// does (every connection closed, new ones refused until Heal): the
+	// client has to find another way to the cell (another server, after a
+	// failover) to retry.
+	LoseAndBreak
+	// LoseAndHang swallows the reply and leaves the connection open: the
+	// client waits for a reply that never comes until the link fails (the
+	// test breaks the proxy or kills the server).
+	LoseAndHang
+)
+
+// ReplyDrop is one armed DropReply.
+type ReplyDrop struct {
+	match func(*wire.Request) bool
+	loss  ReplyLoss
+	done  chan struct{}
+	req   *wire.Request
+}
+
+// Done is closed once the server's reply has been swallowed: the call was
+// delivered and answered (for a mutating call, applied), and the client did
+// not hear of it.
+func (d *ReplyDrop) Done() <-chan struct{} { return d.done }
+
+// Request is the request whose reply was swallowed (nil before Done).
+func (d *ReplyDrop) Request() *wire.Request {
+	select {
+	case <-d.done:
+		return d.req
+	default:
+		return nil
+	}
+}
+
+// DropReply arms a one-shot fault: the next request for which match returns
+// true is forwarded to the server, but the server's reply to it is
+// swallowed, and then the proxy does what loss says. This is the lost reply
+// that makes a client retry a call the server has already applied.
+// Several DropReply may be armed at once; each takes one request.
+func (p *Proxy) DropReply(match func(*wire.Request) bool, loss ReplyLoss) *ReplyDrop {
+	d := &ReplyDrop{match: match, loss: loss, done: make(chan struct{})}
+	p.mu.Lock()
+	p.losses = append(p.losses, d)
+	p.mu.Unlock()
+	return d
 }
 
 // Addr is the proxy's address, to give to clients as their server.
@@ -61,11 +130,29 @@ func (p *Proxy) Break() {
 	}
 }
 
-// Heal lets connections through again.
+// Blackhole makes the link silent until Heal: connections stay open (and
+// new ones are accepted) but no frame passes either way — what a client
+// sees of a server that is paused (SIGSTOP: the kernel keeps its sockets
+// up) or behind a partition that drops packets. Frames sent meanwhile are
+// lost, not delivered at Heal.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	p.silent = true
+	p.mu.Unlock()
+}
+
+// Heal lets connections through again (after Break or Blackhole).
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.down = false
+	p.silent = false
 	p.mu.Unlock()
+}
+
+func (p *Proxy) isSilent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.silent
 }
 
 // DropRequests makes the proxy silently discard client requests for which
@@ -153,6 +240,37 @@ func (p *Proxy) forget(cc, sc net.Conn) {
 	p.mu.Unlock()
 }
 
+// armLoss assigns the first armed DropReply that matches req to the call
+// (before the request is forwarded, so its reply cannot slip by).
+func (p *Proxy) armLoss(cc net.Conn, req *wire.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, d := range p.losses {
+		if d.match(req) {
+			p.losses = append(p.losses[:i], p.losses[i+1:]...)
+			d.req = req
+			m := p.lose[cc]
+			if m == nil {
+				m = map[uint64]*ReplyDrop{}
+				p.lose[cc] = m
+			}
+			m[req.ID] = d
+			return
+		}
+	}
+}
+
+// takeLoss returns the DropReply assigned to the reply of call id on cc.
+func (p *Proxy) takeLoss(cc net.Conn, id uint64) *ReplyDrop {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.lose[cc][id]
+	if d != nil {
+		delete(p.lose[cc], id)
+	}
+	return d
+}
+
 // upstream forwards client frames to the server, counting and dropping.
 func (p *Proxy) upstream(cc, sc net.Conn) {
 	defer p.wg.Done()
@@ -168,11 +286,12 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 			return
 		}
 		p.mu.Lock()
-		drop := p.drop != nil && p.drop(req)
+		drop := p.silent || p.drop != nil && p.drop(req)
 		p.mu.Unlock()
 		if drop {
 			continue
 		}
+		p.armLoss(cc, req)
 		out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(frame)), uint32(len(frame)))
 		out = append(out, frame...)
 		if _, err := sc.Write(out); err != nil {
@@ -188,9 +307,45 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 	}
 }
 
-// downstream copies server replies back to the client.
+// downstream forwards server replies to the client frame by frame,
+// swallowing those armed by DropReply.
 func (p *Proxy) downstream(cc, sc net.Conn) {
 	defer p.wg.Done()
 	defer p.forget(cc, sc)
-	io.Copy(cc, sc)
+	defer func() {
+		p.mu.Lock()
+		delete(p.lose, cc)
+		p.mu.Unlock()
+	}()
+	br := bufio.NewReader(sc)
+	for {
+		frame, err := wire.ReadFrame(br)
+		if err != nil {
+			return
+		}
+		if p.isSilent() {
+			continue
+		}
+		if resp, err := wire.DecodeResponse(frame); err == nil && resp.ID != 0 {
+			if d := p.takeLoss(cc, resp.ID); d != nil {
+				switch d.loss {
+				case LoseAndBreak:
+					p.Break()
+					close(d.done)
+					return
+				case LoseAndReset:
+					close(d.done)
+					return
+				default:
+					close(d.done)
+					continue
+				}
+			}
+		}
+		out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(frame)), uint32(len(frame)))
+		out = append(out, frame...)
+		if _, err := cc.Write(out); err != nil {
+			return
+		}
+	}
 }

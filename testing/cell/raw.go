@@ -41,9 +41,16 @@ const RawTimeout = 10 * time.Second
 // the test ends.
 func (c *Cell) DialRaw(t testing.TB) *RawConn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", c.Addr(), RawTimeout)
+	return DialRawTo(t, c.Addr())
+}
+
+// DialRawTo connects to the server at addr (an RPC address); the connection
+// is closed when the test ends.
+func DialRawTo(t testing.TB, addr string) *RawConn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, RawTimeout)
 	if err != nil {
-		t.Fatalf("cell: raw dial %s: %v", c.Addr(), err)
+		t.Fatalf("cell: raw dial %s: %v", addr, err)
 	}
 	r := &RawConn{nc: nc, stash: map[uint64]*wire.Response{}, resps: make(chan *wire.Response, 1024),
 		done: make(chan struct{}), quit: make(chan struct{})}
@@ -80,7 +87,12 @@ func (r *RawConn) readLoop() {
 // ttl (0: the cell's default) that sends no KeepAlive unless told to.
 func (c *Cell) NewRawSession(t testing.TB, ttl time.Duration) *RawConn {
 	t.Helper()
-	r := c.DialRaw(t)
+	return newRawSession(t, c.Addr(), ttl)
+}
+
+func newRawSession(t testing.TB, addr string, ttl time.Duration) *RawConn {
+	t.Helper()
+	r := DialRawTo(t, addr)
 	if _, err := r.Hello(); err != nil {
 		t.Fatalf("cell: raw hello: %v", err)
 	}

@@ -1,0 +1,539 @@
+package cell
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/server"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// WithRaftTiming sets the raft timing of every server of a Cluster (see
+// server.Config: a follower campaigns after heartbeat, randomised up to 2x,
+// without hearing from the leader; a leader steps down after leaderLease
+// without a quorum). The default is server.DefaultConfig's.
+func WithRaftTiming(heartbeat, election, leaderLease time.Duration) Option {
+	return func(o *options) { o.hb, o.election, o.leaderLease = heartbeat, election, leaderLease }
+}
+
+// WithServerConfig lets a test adjust each server's configuration of a
+// Cluster before it starts (fn gets the server's index): for example one
+// server with raft timing unlike the others'. The harness's own fields
+// (addresses, data dir, peers, transport) are set again after fn runs.
+func WithServerConfig(fn func(i int, cfg *server.Config)) Option {
+	return func(o *options) { o.serverConfig = fn }
+}
+
+// Cluster is a replicated cell in one process: n real server.Server
+// instances, each with its own raft log (raft-boltdb on a t.TempDir(), fsync
+// on) and RPC listener on a free 127.0.0.1 port, replicating over
+// hashicorp/raft's in-memory transport. The servers are listed to each other
+// as static peers (no gossip) and bootstrap together.
+//
+// The raft links between servers can be cut and healed (Partition, Isolate,
+// Heal); a server can be killed and restarted on its data dir and addresses
+// (Kill, Restart). Client↔server links are cut with a Proxy per server
+// (Proxy). Servers are named by their index 0..n-1.
+//
+// Unless WithClock is given, every server runs on the real clock: leases,
+// KeepAlive holds and lock-delays take real time.
+type Cluster struct {
+	t    testing.TB
+	name string
+	log  hclog.Logger
+	opts options
+
+	mu    sync.Mutex
+	nodes []*clusterNode
+	group []int // partition group of each server; equal groups are connected
+}
+
+type clusterNode struct {
+	cfg   server.Config
+	addr  raft.ServerAddress // in-memory raft address (== cfg.RaftAddr)
+	trans *raft.InmemTransport
+	srv   *server.Server // nil while killed
+}
+
+// StartCluster starts an n-server cell and waits until one server serves as
+// master. Everything is torn down when the test ends.
+func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	if n < 1 || n > 5 {
+		t.Fatalf("cell: a cluster has 1 to 5 servers, not %d", n)
+	}
+	o := options{cellName: "local", level: levelFromEnv()}
+	for _, f := range opts {
+		f(&o)
+	}
+	out := newTestWriter(t)
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       "chubbyd",
+		Level:      o.level,
+		Output:     out,
+		TimeFormat: "15:04:05.000",
+	})
+	c := &Cluster{t: t, name: o.cellName, log: logger, opts: o, group: make([]int, n)}
+	t.Cleanup(c.closeAll)
+
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		err := c.startAll(t, n)
+		if err == nil {
+			c.WaitMaster(t, nil)
+			return c
+		}
+		c.closeAll()
+		lastErr = err
+		if !isBindError(err) {
+			t.Fatalf("cell: start cluster: %v", err)
+		}
+		t.Logf("cell: cluster start attempt %d: %v; trying other ports", attempt+1, err)
+	}
+	t.Fatalf("cell: could not bind free ports: %v", lastErr)
+	return nil
+}
+
+// startAll creates the servers' configurations (fresh data dirs and ports),
+// connects their transports and starts them.
+func (c *Cluster) startAll(t testing.TB, n int) error {
+	addrs, err := freeAddrs(2 * n)
+	if err != nil {
+		return err
+	}
+	nodes := make([]*clusterNode, n)
+	peers := make([]server.Peer, n)
+	for i := range nodes {
+		id := fmt.Sprintf("node%d", i)
+		// The in-memory address has a host:port shape because
+		// Config.Validate checks RaftAddr's syntax.
+		raftAddr := fmt.Sprintf("%s.raft:%d", id, 7101)
+		peers[i] = server.Peer{ID: id, RPCAddr: addrs[i], RaftAddr: raftAddr}
+		cfg := server.Config{
+			NodeID:             id,
+			Cell:               c.opts.cellName,
+			DataDir:            t.TempDir(),
+			RPCAddr:            addrs[i],
+			RaftAddr:           raftAddr,
+			GossipAddr:         "127.0.0.1:0", // unused: static peers
+			BootstrapExpect:    n,
+			DefaultTTL:         c.opts.ttl,
+			HeartbeatTimeout:   c.opts.hb,
+			ElectionTimeout:    c.opts.election,
+			LeaderLeaseTimeout: c.opts.leaderLease,
+			Clock:              c.opts.clock,
+			Logger:             c.log.Named(id),
+		}
+		if c.opts.serverConfig != nil {
+			dir := cfg.DataDir
+			c.opts.serverConfig(i, &cfg)
+			cfg.NodeID, cfg.DataDir, cfg.RPCAddr, cfg.RaftAddr = id, dir, addrs[i], raftAddr
+		}
+		if c.opts.http {
+			cfg.HTTPAddr = addrs[n+i]
+		}
+		nodes[i] = &clusterNode{cfg: cfg, addr: raft.ServerAddress(raftAddr)}
+	}
+	for _, nd := range nodes {
+		nd.cfg.StaticPeers = append([]server.Peer(nil), peers...)
+	}
+	c.mu.Lock()
+	c.nodes = nodes
+	for i := range c.group {
+		c.group[i] = 0
+	}
+	for _, nd := range nodes {
+		_, nd.trans = raft.NewInmemTransport(nd.addr)
+	}
+	c.relinkLocked()
+	c.mu.Unlock()
+	for i, nd := range nodes {
+		srv, err := c.newServer(nd)
+		if err != nil {
+			return fmt.Errorf("node%d: %w", i, err)
+		}
+		c.mu.Lock()
+		nd.srv = srv
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *Cluster) newServer(nd *clusterNode) (*server.Server, error) {
+	cfg := nd.cfg
+	cfg.RaftTransport = nd.trans
+	srv, err := server.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// relinkLocked connects the transports of every pair of running servers in
+// the same partition group and disconnects every other pair, both ways.
+func (c *Cluster) relinkLocked() {
+	for i, a := range c.nodes {
+		for j, b := range c.nodes {
+			if i == j || a.trans == nil {
+				continue
+			}
+			if b.trans != nil && c.group[i] == c.group[j] {
+				a.trans.Connect(b.addr, b.trans)
+			} else {
+				a.trans.Disconnect(b.addr)
+			}
+		}
+	}
+}
+
+// closeAll tears the cluster down. The raft links are cut first, so no
+// server spends its shutdown handing leadership to a peer that is closing
+// too (a TimeoutNow to a closed in-memory transport waits seconds, and its
+// goroutine would outlive the test).
+func (c *Cluster) closeAll() {
+	c.mu.Lock()
+	nodes := c.nodes
+	for i := range c.group {
+		c.group[i] = -1 - i
+	}
+	c.relinkLocked()
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		c.mu.Lock()
+		srv := nd.srv
+		nd.srv = nil
+		c.mu.Unlock()
+		if srv != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				srv.Close()
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// N is the number of servers.
+func (c *Cluster) N() int { return len(c.nodes) }
+
+// Server returns server i (nil while it is killed).
+func (c *Cluster) Server(i int) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].srv
+}
+
+// ID is server i's node id (node0, node1, ...).
+func (c *Cluster) ID(i int) string { return c.nodes[i].cfg.NodeID }
+
+// Addr is server i's RPC address; it stays the same across Kill and Restart.
+func (c *Cluster) Addr(i int) string { return c.nodes[i].cfg.RPCAddr }
+
+// Addrs are the RPC addresses of every server, in index order.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		out[i] = c.Addr(i)
+	}
+	return out
+}
+
+// HTTPAddr is server i's HTTP address ("" unless WithHTTP).
+func (c *Cluster) HTTPAddr(i int) string { return c.nodes[i].cfg.HTTPAddr }
+
+// DataDir is server i's data directory.
+func (c *Cluster) DataDir(i int) string { return c.nodes[i].cfg.DataDir }
+
+// Logger is the cluster's logger (servers log as chubbyd.node<i>).
+func (c *Cluster) Logger() hclog.Logger { return c.log }
+
+// Name is the cell name.
+func (c *Cluster) Name() string { return c.name }
+
+// Root is the cell's namespace root, /ls/<name>.
+func (c *Cluster) Root() string { return fs.Root(c.name) }
+
+// Path joins elems under the cell's root.
+func (c *Cluster) Path(elems ...string) string {
+	return c.Root() + "/" + strings.Join(elems, "/")
+}
+
+// Running lists the servers that are not killed.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, nd := range c.nodes {
+		if nd.srv != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Masters lists the running servers that report IsMaster now. During a
+// partition an isolated old master may still report it for a moment (until
+// its raft leader lease runs out); it can serve nothing meanwhile.
+func (c *Cluster) Masters() []int {
+	var out []int
+	for _, i := range c.Running() {
+		if srv := c.Server(i); srv != nil && srv.IsMaster() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Master waits until exactly one running server serves as master and
+// returns its index (WaitMaster among all servers).
+func (c *Cluster) Master(t testing.TB) int {
+	t.Helper()
+	return c.WaitMaster(t, nil)
+}
+
+// WaitMaster waits until exactly one running server of among (nil: every
+// server) serves as master, and returns its index. Servers outside among
+// are not looked at: an isolated old master may still believe it is master.
+func (c *Cluster) WaitMaster(t testing.TB, among []int) int {
+	t.Helper()
+	if among == nil {
+		for i := range c.nodes {
+			among = append(among, i)
+		}
+	}
+	master := -1
+	WaitFor(t, startTimeout, fmt.Sprintf("exactly one master among %v", among), func() bool {
+		master = -1
+		for _, i := range among {
+			srv := c.Server(i)
+			if srv == nil || !srv.IsMaster() {
+				continue
+			}
+			if master >= 0 {
+				return false
+			}
+			master = i
+		}
+		return master >= 0
+	})
+	return master
+}
+
+// Partition cuts the raft links between servers of different groups, both
+// ways, and connects servers of the same group. A server named in no group
+// is isolated on its own. Client↔server links are not affected (use a
+// Proxy per server for those).
+func (c *Cluster) Partition(groups ...[]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.group {
+		c.group[i] = -1 - i // alone
+	}
+	for g, members := range groups {
+		for _, i := range members {
+			c.group[i] = g
+		}
+	}
+	c.relinkLocked()
+}
+
+// Isolate cuts server i off from every other server (the others stay
+// connected to each other).
+func (c *Cluster) Isolate(i int) {
+	var rest []int
+	for j := range c.nodes {
+		if j != i {
+			rest = append(rest, j)
+		}
+	}
+	c.Partition([]int{i}, rest)
+}
+
+// Heal reconnects every pair of running servers.
+func (c *Cluster) Heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.group {
+		c.group[i] = 0
+	}
+	c.relinkLocked()
+}
+
+// Kill crashes server i: its raft links are cut first (so it cannot hand its
+// leadership over, as a SIGKILLed process cannot), then it is closed — its
+// client connections drop. Its data dir is kept for Restart.
+func (c *Cluster) Kill(t testing.TB, i int) {
+	t.Helper()
+	c.mu.Lock()
+	nd := c.nodes[i]
+	srv := nd.srv
+	nd.srv = nil
+	if nd.trans != nil {
+		for j, o := range c.nodes {
+			if j != i && o.trans != nil {
+				o.trans.Disconnect(nd.addr)
+				nd.trans.Disconnect(o.addr)
+			}
+		}
+	}
+	nd.trans = nil
+	c.mu.Unlock()
+	if srv == nil {
+		t.Fatalf("cell: Kill(%d): not running", i)
+	}
+	srv.Close()
+}
+
+// Stop shuts server i down gracefully (a master hands its leadership over
+// first, as on SIGTERM). Its data dir is kept for Restart.
+func (c *Cluster) Stop(t testing.TB, i int) {
+	t.Helper()
+	c.mu.Lock()
+	nd := c.nodes[i]
+	srv := nd.srv
+	nd.srv = nil
+	c.mu.Unlock()
+	if srv == nil {
+		t.Fatalf("cell: Stop(%d): not running", i)
+	}
+	srv.Close()
+	c.mu.Lock()
+	for j, o := range c.nodes {
+		if j != i && o.trans != nil {
+			o.trans.Disconnect(nd.addr)
+		}
+	}
+	nd.trans = nil
+	c.mu.Unlock()
+}
+
+// Restart starts a killed or stopped server again on its data dir, RPC
+// address and raft address, with a fresh in-memory transport linked as the
+// current partition says. It returns once the server is serving RPC (not
+// necessarily as master).
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	c.mu.Lock()
+	nd := c.nodes[i]
+	if nd.srv != nil {
+		c.mu.Unlock()
+		t.Fatalf("cell: Restart(%d) while it is running", i)
+	}
+	_, nd.trans = raft.NewInmemTransport(nd.addr)
+	c.relinkLocked()
+	c.mu.Unlock()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		srv, err := c.newServer(nd)
+		if err == nil {
+			c.mu.Lock()
+			nd.srv = srv
+			c.mu.Unlock()
+			return
+		}
+		// The RPC port was ours a moment ago; the kernel may hold it
+		// briefly. A failed start closed the transport: make a new one.
+		if !isBindError(err) || time.Now().After(deadline) {
+			t.Fatalf("cell: restart node%d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		c.mu.Lock()
+		_, nd.trans = raft.NewInmemTransport(nd.addr)
+		c.relinkLocked()
+		c.mu.Unlock()
+	}
+}
+
+// Applied is server i's applied raft index (0 while it is killed).
+func (c *Cluster) Applied(i int) uint64 {
+	srv := c.Server(i)
+	if srv == nil {
+		return 0
+	}
+	return srv.Status().Applied
+}
+
+// WaitCaughtUp waits until every running server has applied at least what
+// server ref (typically the master) has applied now.
+func (c *Cluster) WaitCaughtUp(t testing.TB, ref int) {
+	t.Helper()
+	want := c.Applied(ref)
+	for _, i := range c.Running() {
+		WaitFor(t, startTimeout, fmt.Sprintf("node%d to apply index %d", i, want), func() bool {
+			return c.Applied(i) >= want
+		})
+	}
+}
+
+// Dial returns a client of the cell. cfg.Servers defaults to every server's
+// RPC address and cfg.Logger to the cluster's logger; the client is closed
+// when the test ends.
+func (c *Cluster) Dial(t testing.TB, cfg client.Config) *client.Client {
+	t.Helper()
+	if len(cfg.Servers) == 0 {
+		cfg.Servers = c.Addrs()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = c.log
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cl, err := client.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatalf("cell: dial %v: %v", cfg.Servers, err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Proxy starts a fault-injecting proxy to server i's RPC address (it keeps
+// pointing there across Kill and Restart).
+func (c *Cluster) Proxy(t testing.TB, i int) *Proxy {
+	t.Helper()
+	return ProxyTo(t, c.Addr(i))
+}
+
+// Proxies starts one proxy per server, in index order.
+func (c *Cluster) Proxies(t testing.TB) []*Proxy {
+	t.Helper()
+	out := make([]*Proxy, len(c.nodes))
+	for i := range c.nodes {
+		out[i] = c.Proxy(t, i)
+	}
+	return out
+}
+
+// ProxyAddrs are the addresses of ps, for client.Config.Servers (with
+// FixedServers, so the client never goes around them).
+func ProxyAddrs(ps []*Proxy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// DialRaw connects a RawConn to server i.
+func (c *Cluster) DialRaw(t testing.TB, i int) *RawConn {
+	t.Helper()
+	return DialRawTo(t, c.Addr(i))
+}
+
+// NewRawSession creates a session of ttl on server i (which must be the
+// master) over a RawConn that sends no KeepAlive unless told to.
+func (c *Cluster) NewRawSession(t testing.TB, i int, ttl time.Duration) *RawConn {
+	t.Helper()
+	return newRawSession(t, c.Addr(i), ttl)
+}
