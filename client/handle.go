@@ -248,6 +248,9 @@ func writeOptions(opts []WriteOption) writeOpts {
 // write runs a numbered call that changes path, dropping the client's own
 // cached entries of it before and after.
 func (c *Client) write(ctx context.Context, path string, m wire.Method, args, reply any) error {
+	if err := fs.CheckPath(c.Cell(), path); err != nil {
+		return err
+	}
 	c.writing(path)
 	defer c.written(path)
 	return c.do(ctx, m, args, reply, numberedCall)

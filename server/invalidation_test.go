@@ -337,3 +337,34 @@ func TestFailoverWaitsForSilentSessions(t *testing.T) {
 	cell.WaitFor(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == 2 })
 	wantReturned(t, asyncWrite(w, f, "v3"), "a write after the failover settled")
 }
+
+// TestConcurrentWritesWaitForOutstandingInvalidations: a second write of a
+// node whose invalidation (for a first write) is still unacknowledged must
+// wait for that acknowledgement too. The first write took the cachers; the
+// second finds none left to invalidate — but if it committed at once, a
+// cacher that has not yet dropped the old value would keep serving it after
+// the second write returned (found by the porcupine coherence check).
+func TestConcurrentWritesWaitForOutstandingInvalidations(t *testing.T) {
+	c := cell.Start(t, cell.WithManualClock(), cell.WithHTTP())
+	w1 := c.Dial(t, client.Config{})
+	w2 := c.Dial(t, client.Config{})
+	f := c.Path("f")
+	if _, err := w1.WriteFile(ctxT(t), f, []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	cacher := c.NewRawSession(t, 0)
+	cacheRead(t, cacher, f)
+	poll := parkKeepAlive(t, cacher)
+
+	first := asyncWrite(w1, f, "v1")
+	rep := keepAliveReply(t, cacher, poll, "the cacher's poll")
+	if !slices.Contains(rep.Invalidations, f) {
+		t.Fatalf("reply %+v without the invalidation", rep)
+	}
+	second := asyncWrite(w2, f, "v2")
+	cell.Never(t, 150*time.Millisecond, "a second write of the node returning while the cacher has not acknowledged the first's invalidation",
+		func() bool { return returned(second) || returned(first) })
+	cacher.Go(wire.MKeepAlive, wire.KeepAliveArgs{AckInval: rep.InvalSeq})
+	wantReturned(t, first, "the first write")
+	wantReturned(t, second, "the second write")
+}

@@ -9,10 +9,10 @@ import (
 	"github.com/chubby-dev/chubby/session"
 )
 
-// stallThreshold: an expiry timer that fires this late means the master
+// stallThreshold: a timer that fires this late means the master
 // itself was stalled (GC, SIGSTOP, a slow disk); the session is given a fresh
 // lease instead of being expired for the master's own pause.
-const stallThreshold = time.Second
+const stallThreshold = 500 * time.Millisecond
 
 // leaseTable is the master's in-memory view of session leases. A KeepAlive
 // touches only this table: no raft write, no disk, no goroutine while it is
@@ -365,8 +365,8 @@ func (t *leaseTable) timeout(id uint64) {
 		t.mu.Unlock()
 		return
 	}
-	if late := now.Sub(l.expires); late > stallThreshold {
-		t.s.log.Warn("lease timer fired late: the master stalled; giving the session a fresh lease", "session", id, "late", late)
+	if late := now.Sub(l.expires); late > stallThreshold || t.s.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
+		t.s.log.Warn("lease ran out while the master stalled; giving the session a fresh lease", "session", id, "late", late)
 		l.expires = now.Add(l.ttl)
 		l.timer.Reset(l.ttl)
 		t.mu.Unlock()
@@ -375,6 +375,21 @@ func (t *leaseTable) timeout(id uint64) {
 	l.ending = true
 	t.mu.Unlock()
 	go t.expire(l)
+}
+
+// graceAfterStall gives a session whose expiry is in flight a fresh lease
+// if the master turns out to have stalled since the session's last renewal.
+func (t *leaseTable) graceAfterStall(l *lease) bool {
+	now := t.s.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur, ok := t.m[l.id]; !ok || cur != l || !t.s.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
+		return false
+	}
+	l.ending = false
+	l.expires = now.Add(l.ttl)
+	l.timer.Reset(l.ttl)
+	return true
 }
 
 func (t *leaseTable) expire(l *lease) {
@@ -390,6 +405,10 @@ func (t *leaseTable) expire(l *lease) {
 	if err := s.raft.VerifyLeader().Error(); err != nil {
 		s.log.Warn("not expiring session: leadership not confirmed", "session", l.id, "err", err)
 		retry()
+		return
+	}
+	if t.graceAfterStall(l) {
+		s.log.Warn("not expiring session: the master stalled since its last renewal", "session", l.id)
 		return
 	}
 	s.log.Info("session expired", "session", l.id)

@@ -67,6 +67,7 @@ type Server struct {
 	proposer proposer
 	verifier readVerifier
 	tracker  *tracker
+	stall    stallMonitor
 }
 
 type waitKey struct {
@@ -122,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 	s.leases = newLeaseTable(s)
 	s.proposer.s = s
 	s.tracker = newTracker(s)
+	s.stall.s = s
 	s.verifier.s = s
 	s.fsm.onApply = s.onApply
 	return s, nil
@@ -164,6 +166,7 @@ func (s *Server) Start() error {
 	}
 	s.members.wg.Add(1)
 	go s.members.reconcileLoop()
+	s.stall.start()
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.leadershipLoop()

@@ -22,6 +22,8 @@ import (
 //	     now, has run out; likewise for every session carried over from an
 //	     earlier master that has not yet talked to this one (it may still
 //	     cache anything)
+//	     also wait for the invalidations of earlier writes of P still in
+//	     flight: they took the cachers, which may still serve the old value
 //	propose the write; after it is applied: uncachable[p]--
 //
 // A read admitted while a path is uncachable is answered but marked not
@@ -33,6 +35,10 @@ type tracker struct {
 	cachers    map[string]map[uint64]struct{}
 	cachedBy   map[uint64]map[string]struct{} // session → paths, to forget a session
 	uncachable map[string]int
+	// inflight: per path, the invalidation rounds of writes not yet
+	// applied. A later write of the path finds no cachers left to
+	// invalidate, but must not commit before they acknowledged.
+	inflight map[string]map[*invalRound]struct{}
 
 	watches   map[string]map[uint64]uint32 // path → session → event mask
 	watchedBy map[uint64]map[string]struct{}
@@ -50,6 +56,7 @@ func (t *tracker) reset() {
 	t.cachers = map[string]map[uint64]struct{}{}
 	t.cachedBy = map[uint64]map[string]struct{}{}
 	t.uncachable = map[string]int{}
+	t.inflight = map[string]map[*invalRound]struct{}{}
 	t.watches = map[string]map[uint64]uint32{}
 	t.watchedBy = map[uint64]map[string]struct{}{}
 }
@@ -86,9 +93,20 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 		return func() {}, nil
 	}
 	t.mu.Lock()
+	round := &invalRound{ready: make(chan struct{})}
+	earlier := map[*invalRound]struct{}{}
 	targets := map[uint64][]string{}
 	for _, p := range paths {
 		t.uncachable[p]++
+		rounds, ok := t.inflight[p]
+		if !ok {
+			rounds = map[*invalRound]struct{}{}
+			t.inflight[p] = rounds
+		}
+		for r := range rounds {
+			earlier[r] = struct{}{}
+		}
+		rounds[round] = struct{}{}
 		for sess := range t.cachers[p] {
 			delete(t.cachedBy[sess], p)
 			if sess != writer { // the writer dropped its own entries before sending
@@ -104,6 +122,9 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 			if t.uncachable[p]--; t.uncachable[p] <= 0 {
 				delete(t.uncachable, p)
 			}
+			if delete(t.inflight[p], round); len(t.inflight[p]) == 0 {
+				delete(t.inflight, p)
+			}
 		}
 		t.mu.Unlock()
 	}
@@ -114,6 +135,12 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 		if acked, deadline, ok := t.s.leases.invalidate(sess, ps); ok {
 			waits = append(waits, ackWait{session: sess, done: acked, deadline: deadline})
 		}
+	}
+	round.waits = waits
+	close(round.ready)
+	for r := range earlier {
+		<-r.ready // closed by its writer as soon as it has sent its invalidations
+		waits = append(waits, r.waits...)
 	}
 	waits = append(waits, t.s.leases.unflushed(writer)...)
 	if len(waits) == 0 {
@@ -130,6 +157,13 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	default:
 	}
 	return release, nil
+}
+
+// invalRound is the invalidations one write sent: waits is set, and ready
+// closed, once they are all sent.
+type invalRound struct {
+	ready chan struct{}
+	waits []ackWait
 }
 
 // ackWait is what a write waits for from one session: done closed, or the

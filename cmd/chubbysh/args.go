@@ -60,6 +60,9 @@ func parseArgs(args []string, boolFlags, valueFlags []string) (*cmdArgs, error) 
 			}
 			a.flags[name] = val
 		default:
+			if near, ok := nearest(name, append(append([]string(nil), boolFlags...), valueFlags...)); ok {
+				return nil, fmt.Errorf("unknown flag %s; did you mean -%s?", t, near)
+			}
 			return nil, fmt.Errorf("unknown flag %s", t)
 		}
 	}

@@ -7,16 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"sort"
-	"strconv"
 	"strings"
-	"syscall"
-	"text/tabwriter"
+	"sync"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 )
 
 // shell is one chubbysh invocation: at most one session, the locks taken in
@@ -27,54 +22,114 @@ type shell struct {
 	timeout time.Duration
 	json    bool
 	oneShot bool
+	// tty: the interactive shell (a current directory, paths resolved,
+	// hints and colour on a terminal).
+	tty     bool
 	stdout  io.Writer
 	stderr  io.Writer
 	signals chan os.Signal
+	// errPal colours stderr, outPal stdout (both off unless a terminal).
+	errPal, outPal palette
 
-	cli  *client.Client
+	cli *client.Client
+	// held: locks taken in this session, by path. Written only by the
+	// goroutine running commands, under mu (the completer reads it).
 	held map[string]*client.Handle
+
+	mu      sync.Mutex
+	cwd     string // interactive only: the current directory
+	prevDir string // for `cd -`
 
 	// emitted: the current command has printed its JSON object already.
 	emitted bool
 }
 
+// argKind says what a positional argument is: how the interactive shell
+// resolves and completes it.
+type argKind int
+
+const (
+	argOther   argKind = iota
+	argPath            // a node: resolved against the current directory, completed from the cell
+	argDir             // cd's directory: completed, resolved by cd itself (`cd -`, `cd` alone)
+	argCommand         // a command name (help COMMAND)
+	argSeq             // a sequencer: completed from the locks this session holds
+)
+
 // command is an entry of the shell's one command table.
 type command struct {
 	name       string
+	group      string
 	usage      string
 	help       string
+	example    string
 	min, max   int // positional arguments (max -1: any)
+	args       []argKind
 	boolFlags  []string
 	valueFlags []string
 	noSession  bool
-	run        func(sh *shell, a *cmdArgs) error
+	// cwdDefault: in the interactive shell PATH may be left out and is
+	// then the current directory.
+	cwdDefault bool
+	// interactiveOnly: meaningful only with a current directory.
+	interactiveOnly bool
+	run             func(sh *shell, a *cmdArgs) error
 }
+
+// Command groups, in the order help lists them.
+var groups = []string{"files", "locks", "session and cell", "shell"}
 
 var commands []*command
 
 func init() {
+	path1 := []argKind{argPath}
 	commands = []*command{
-		{name: "ls", usage: "ls PATH", help: "list a directory's children", min: 1, max: 1, run: (*shell).cmdLs},
-		{name: "stat", usage: "stat PATH", help: "show a node's metadata", min: 1, max: 1, run: (*shell).cmdStat},
-		{name: "cat", usage: "cat PATH", help: "print a file's contents", min: 1, max: 1, run: (*shell).cmdCat},
-		{name: "write", usage: "write PATH DATA [-seq SEQ]", help: "set a file's contents, creating it if missing; with -seq only while SEQ is valid", min: 2, max: 2, valueFlags: []string{"seq"}, run: (*shell).cmdWrite},
-		{name: "cas", usage: "cas PATH GEN DATA [-seq SEQ]", help: "set contents only if the content generation is GEN (0: only if absent)", min: 3, max: 3, valueFlags: []string{"seq"}, run: (*shell).cmdCAS},
-		{name: "mkdir", usage: "mkdir PATH", help: "create a directory (its parent must exist)", min: 1, max: 1, run: (*shell).cmdMkdir},
-		{name: "create", usage: "create PATH [-ephemeral]", help: "create an empty file; fails if it exists", min: 1, max: 1, boolFlags: []string{"ephemeral"}, run: (*shell).cmdCreate},
-		{name: "rm", usage: "rm PATH", help: "delete a file or an empty directory", min: 1, max: 1, run: (*shell).cmdRm},
-		{name: "lock", usage: "lock PATH [-shared] [-delay DUR] [-- CMD ARGS...]", help: "acquire, blocking until held, and print the sequencer; with CMD hold the lock while CMD runs", min: 1, max: 1, boolFlags: []string{"shared"}, valueFlags: []string{"delay"}, run: (*shell).cmdLock},
-		{name: "trylock", usage: "trylock PATH [-shared] [-delay DUR]", help: "acquire or fail at once (exit 1)", min: 1, max: 1, boolFlags: []string{"shared"}, valueFlags: []string{"delay"}, run: (*shell).cmdTryLock},
-		{name: "unlock", usage: "unlock PATH", help: "release a lock taken in this session", min: 1, max: 1, run: (*shell).cmdUnlock},
-		{name: "seq", usage: "seq PATH", help: "print the sequencer of a lock this session holds", min: 1, max: 1, run: (*shell).cmdSeq},
-		{name: "checkseq", usage: "checkseq SEQ", help: "print valid (exit 0) or invalid (exit 1)", min: 1, max: 1, run: (*shell).cmdCheckSeq},
-		{name: "watch", usage: "watch PATH [-for DUR]", help: "print events on PATH (not in this version)", min: 1, max: 1, valueFlags: []string{"for"}, run: notYet},
-		{name: "session", usage: "session", help: "show the session: id, TTL, lease left, master, epoch", run: (*shell).cmdSession},
-		{name: "cache", usage: "cache", help: "show cache statistics (not in this version)", run: notYet},
-		{name: "members", usage: "members", help: "list the cell's servers, their state and the master", run: (*shell).cmdMembers},
-		{name: "remove-server", usage: "remove-server NAME", help: "remove a server from the cell for good (operator command)", min: 1, max: 1, run: (*shell).cmdRemoveServer},
-		{name: "sleep", usage: "sleep DUR", help: "wait, keeping the session and its locks alive", min: 1, max: 1, run: (*shell).cmdSleep},
-		{name: "help", usage: "help", help: "list the commands", max: 1, noSession: true, run: (*shell).cmdHelp},
-		{name: "exit", usage: "exit", help: "end the session (releasing its locks) and leave", noSession: true, run: func(*shell, *cmdArgs) error { return nil }},
+		{name: "ls", group: "files", usage: "ls PATH", help: "list a directory's children, one a line",
+			example: "ls /ls/local/app", min: 1, max: 1, args: path1, cwdDefault: true, run: (*shell).cmdLs},
+		{name: "stat", group: "files", usage: "stat PATH", help: "show a node's metadata",
+			example: "stat /ls/local/app/config", min: 1, max: 1, args: path1, cwdDefault: true, run: (*shell).cmdStat},
+		{name: "cat", group: "files", usage: "cat PATH", help: "print a file's contents",
+			example: "cat /ls/local/app/config", min: 1, max: 1, args: path1, run: (*shell).cmdCat},
+		{name: "write", group: "files", usage: "write PATH DATA [-seq SEQ]", help: "set a file's contents, creating it if missing; with -seq only while SEQ is valid",
+			example: "write /ls/local/app/config 'replicas=3'", min: 2, max: 2, args: []argKind{argPath, argOther}, valueFlags: []string{"seq"}, run: (*shell).cmdWrite},
+		{name: "cas", group: "files", usage: "cas PATH GEN DATA [-seq SEQ]", help: "set contents only if the content generation is GEN (0: only if absent)",
+			example: "cas /ls/local/app/config 4 'replicas=5'", min: 3, max: 3, args: []argKind{argPath, argOther, argOther}, valueFlags: []string{"seq"}, run: (*shell).cmdCAS},
+		{name: "mkdir", group: "files", usage: "mkdir PATH", help: "create a directory (its parent must exist)",
+			example: "mkdir /ls/local/app", min: 1, max: 1, args: path1, run: (*shell).cmdMkdir},
+		{name: "create", group: "files", usage: "create PATH [-ephemeral]", help: "create an empty file; fails if it exists",
+			example: "create /ls/local/app/me -ephemeral", min: 1, max: 1, args: path1, boolFlags: []string{"ephemeral"}, run: (*shell).cmdCreate},
+		{name: "rm", group: "files", usage: "rm PATH", help: "delete a file or an empty directory",
+			example: "rm /ls/local/app/me", min: 1, max: 1, args: path1, run: (*shell).cmdRm},
+		{name: "watch", group: "files", usage: "watch PATH [-for DUR]", help: "print events on PATH (not in this version)",
+			example: "watch /ls/local/app -for 1m", min: 1, max: 1, args: path1, valueFlags: []string{"for"}, run: notYet},
+		{name: "lock", group: "locks", usage: "lock PATH [-shared] [-delay DUR] [-- CMD ARGS...]", help: "acquire, blocking until held, and print the sequencer; with CMD hold the lock while CMD runs",
+			example: "lock /ls/local/app/leader -- ./serve --leader", min: 1, max: 1, args: path1, boolFlags: []string{"shared"}, valueFlags: []string{"delay"}, run: (*shell).cmdLock},
+		{name: "trylock", group: "locks", usage: "trylock PATH [-shared] [-delay DUR]", help: "acquire or fail at once (exit 1)",
+			example: "trylock /ls/local/app/leader -delay 5s", min: 1, max: 1, args: path1, boolFlags: []string{"shared"}, valueFlags: []string{"delay"}, run: (*shell).cmdTryLock},
+		{name: "unlock", group: "locks", usage: "unlock PATH", help: "release a lock taken in this session",
+			example: "unlock /ls/local/app/leader", min: 1, max: 1, args: path1, run: (*shell).cmdUnlock},
+		{name: "seq", group: "locks", usage: "seq PATH", help: "print the sequencer of a lock this session holds",
+			example: "seq /ls/local/app/leader", min: 1, max: 1, args: path1, run: (*shell).cmdSeq},
+		{name: "checkseq", group: "locks", usage: "checkseq SEQ", help: "print valid (exit 0) or invalid (exit 1)",
+			example: "checkseq X:7:/ls/local/app/leader", min: 1, max: 1, args: []argKind{argSeq}, run: (*shell).cmdCheckSeq},
+		{name: "session", group: "session and cell", usage: "session", help: "show the session: id, TTL, lease left, master, epoch",
+			example: "session", run: (*shell).cmdSession},
+		{name: "cache", group: "session and cell", usage: "cache", help: "show this session's cache statistics: hits, misses, entries, invalidations",
+			example: "cache", run: (*shell).cmdCache},
+		{name: "members", group: "session and cell", usage: "members", help: "list the cell's servers, their state and the master",
+			example: "members", run: (*shell).cmdMembers},
+		{name: "remove-server", group: "session and cell", usage: "remove-server NAME", help: "remove a server from the cell for good (operator command)",
+			example: "remove-server n3", min: 1, max: 1, run: (*shell).cmdRemoveServer},
+		{name: "sleep", group: "session and cell", usage: "sleep DUR", help: "wait, keeping the session and its locks alive",
+			example: "sleep 30s", min: 1, max: 1, run: (*shell).cmdSleep},
+		{name: "cd", group: "shell", usage: "cd [DIR]", help: "change the current directory (interactive; DIR alone: /ls/CELL, -: the previous one)",
+			example: "cd app", max: 1, args: []argKind{argDir}, interactiveOnly: true, run: (*shell).cmdCd},
+		{name: "pwd", group: "shell", usage: "pwd", help: "print the current directory (interactive)",
+			example: "pwd", interactiveOnly: true, noSession: true, run: (*shell).cmdPwd},
+		{name: "help", group: "shell", usage: "help [COMMAND]", help: "list the commands, or show one's usage and an example",
+			example: "help lock", max: 1, args: []argKind{argCommand}, noSession: true, run: (*shell).cmdHelp},
+		{name: "exit", group: "shell", usage: "exit", help: "end the session (releasing its locks) and leave; also Ctrl-D",
+			example: "exit", noSession: true, run: func(*shell, *cmdArgs) error { return nil }},
 	}
 }
 
@@ -87,13 +142,50 @@ func lookup(name string) *command {
 	return nil
 }
 
-func commandSummary() string {
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.usage, c.help)
+		names = append(names, c.name)
 	}
-	tw.Flush()
+	return names
+}
+
+// unknownCommand is the message for a word that names no command, with the
+// nearest command when one is close.
+func unknownCommand(word string) string {
+	if near, ok := nearest(word, commandNames()); ok {
+		return fmt.Sprintf("unknown command %q; did you mean %q?", word, near)
+	}
+	return fmt.Sprintf("unknown command %q (try help)", word)
+}
+
+// commandSummary lists the commands by group, usage and what each does,
+// in one column; a usage too long for it has its text on the next line.
+func commandSummary(pal palette) string {
+	const longUsage = 36
+	width := 0
+	for _, c := range commands {
+		if n := len(c.usage); n <= longUsage && n > width {
+			width = n
+		}
+	}
+	var b strings.Builder
+	for gi, g := range groups {
+		if gi > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s\n", pal.bold(g))
+		for _, c := range commands {
+			if c.group != g {
+				continue
+			}
+			if len(c.usage) > width {
+				fmt.Fprintf(&b, "  %s\n  %-*s  %s\n", c.usage, width, "", c.help)
+				continue
+			}
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, c.usage, c.help)
+		}
+	}
 	return b.String()
 }
 
@@ -113,7 +205,7 @@ func (e *exitError) Error() string { return e.msg }
 func (sh *shell) parse(words []string) (*command, *cmdArgs, error) {
 	c := lookup(words[0])
 	if c == nil {
-		return nil, nil, &usageError{fmt.Sprintf("unknown command %q (try help)", words[0])}
+		return nil, nil, &usageError{unknownCommand(words[0])}
 	}
 	a, err := parseArgs(words[1:], c.boolFlags, c.valueFlags)
 	if err != nil {
@@ -122,8 +214,22 @@ func (sh *shell) parse(words []string) (*command, *cmdArgs, error) {
 	if a.dash && c.name != "lock" {
 		return nil, nil, &usageError{fmt.Sprintf("unexpected --; usage: %s", c.usage)}
 	}
+	if c.interactiveOnly && !sh.tty {
+		return nil, nil, &usageError{"only in the interactive shell: scripts and one-shot commands take absolute paths"}
+	}
+	if sh.tty && c.cwdDefault && len(a.pos) == 0 {
+		a.pos = []string{sh.dir()}
+	}
 	if len(a.pos) < c.min || (c.max >= 0 && len(a.pos) > c.max) {
 		return nil, nil, &usageError{fmt.Sprintf("usage: %s", c.usage)}
+	}
+	if sh.tty {
+		cwd := sh.dir()
+		for i, k := range c.args {
+			if k == argPath && i < len(a.pos) {
+				a.pos[i] = resolvePath(cwd, a.pos[i])
+			}
+		}
 	}
 	return c, a, nil
 }
@@ -177,8 +283,9 @@ func (sh *shell) report(what string, err error) int {
 	return code
 }
 
+// errorf prints one line `chubbysh: ...` on stderr (red on a terminal).
 func (sh *shell) errorf(format string, args ...any) {
-	fmt.Fprintf(sh.stderr, "chubbysh: "+format+"\n", args...)
+	fmt.Fprintf(sh.stderr, "%s\n", sh.errPal.red(fmt.Sprintf("chubbysh: "+format, args...)))
 }
 
 // emit prints one JSON object on one line.
@@ -221,458 +328,4 @@ func (sh *shell) ctx() (context.Context, context.CancelFunc) {
 		}
 	}()
 	return ctx, cancel
-}
-
-func (sh *shell) cmdLs(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	kids, err := h.ReadDir(ctx)
-	if err != nil {
-		return err
-	}
-	if kids == nil {
-		kids = []string{}
-	}
-	sh.out(map[string]any{"children": kids}, strings.Join(kids, "\n"))
-	return nil
-}
-
-func (sh *shell) cmdStat(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	st, err := h.GetStat(ctx)
-	if err != nil {
-		return err
-	}
-	obj := map[string]any{"path": a.pos[0], "instance": st.Instance, "content_gen": st.ContentGen, "lock_gen": st.LockGen,
-		"acl_gen": st.ACLGen, "checksum": st.Checksum, "ephemeral": st.Ephemeral, "is_dir": st.IsDir, "size": st.Size,
-		"mtime": time.Unix(0, st.Mtime).UTC().Format(time.RFC3339Nano)}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	kind := "file"
-	if st.IsDir {
-		kind = "directory"
-	}
-	if st.Ephemeral {
-		kind = "ephemeral file"
-	}
-	fmt.Fprintf(tw, "path\t%s\nkind\t%s\nsize\t%d bytes\ninstance\t%d\ncontent_gen\t%d\nlock_gen\t%d\nacl_gen\t%d\nchecksum\t%016x\nmodified\t%s ago\n",
-		a.pos[0], kind, st.Size, st.Instance, st.ContentGen, st.LockGen, st.ACLGen, st.Checksum,
-		time.Since(time.Unix(0, st.Mtime)).Round(time.Millisecond))
-	tw.Flush()
-	sh.out(obj, b.String())
-	return nil
-}
-
-func (sh *shell) cmdCat(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	data, _, err := h.GetContentsAndStat(ctx)
-	if err != nil {
-		return err
-	}
-	if sh.json {
-		sh.emit(map[string]any{"data": string(data)})
-		return nil
-	}
-	sh.stdout.Write(data)
-	return nil
-}
-
-func (sh *shell) seqFlag(a *cmdArgs) ([]client.WriteOption, error) {
-	if !a.has("seq") {
-		return nil, nil
-	}
-	seq, err := client.ParseSequencer(a.flags["seq"])
-	if err != nil {
-		return nil, err
-	}
-	return []client.WriteOption{client.WithSequencer(seq)}, nil
-}
-
-func (sh *shell) cmdWrite(a *cmdArgs) error {
-	opts, err := sh.seqFlag(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	st, err := sh.cli.WriteFile(ctx, a.pos[0], []byte(a.pos[1]), opts...)
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"content_gen": st.ContentGen}, "")
-	return nil
-}
-
-func (sh *shell) cmdCAS(a *cmdArgs) error {
-	gen, err := strconv.ParseUint(a.pos[1], 10, 64)
-	if err != nil {
-		return &usageError{fmt.Sprintf("GEN %q is not a content generation; usage: cas PATH GEN DATA [-seq SEQ]", a.pos[1])}
-	}
-	opts, err := sh.seqFlag(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	st, err := sh.cli.WriteFileIf(ctx, a.pos[0], []byte(a.pos[2]), gen, opts...)
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"content_gen": st.ContentGen}, "")
-	return nil
-}
-
-func (sh *shell) cmdMkdir(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0], client.CreateDir(), client.FailIfExists())
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"instance": h.Instance()}, "")
-	return nil
-}
-
-func (sh *shell) cmdCreate(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	opts := []client.OpenOption{client.Create(), client.FailIfExists()}
-	if a.has("ephemeral") {
-		opts = append(opts, client.Ephemeral())
-	}
-	h, err := sh.cli.Open(ctx, a.pos[0], opts...)
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"instance": h.Instance()}, "")
-	return nil
-}
-
-func (sh *shell) cmdRm(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	if err := h.Delete(ctx); err != nil {
-		return err
-	}
-	delete(sh.held, a.pos[0])
-	sh.out(map[string]any{"ok": true}, "")
-	return nil
-}
-
-func lockMode(a *cmdArgs) client.Mode {
-	if a.has("shared") {
-		return client.Shared
-	}
-	return client.Exclusive
-}
-
-func (sh *shell) lockOpts(a *cmdArgs) ([]client.LockOption, time.Duration, error) {
-	if !a.has("delay") {
-		return nil, session.DefaultLockDelay, nil
-	}
-	d, err := time.ParseDuration(a.flags["delay"])
-	if err != nil || d < 0 || d > session.MaxLockDelay {
-		return nil, 0, &usageError{fmt.Sprintf("-delay %q: a duration from 0s to %v", a.flags["delay"], session.MaxLockDelay)}
-	}
-	return []client.LockOption{client.LockDelay(d)}, d, nil
-}
-
-func (sh *shell) cmdLock(a *cmdArgs) error {
-	opts, delay, err := sh.lockOpts(a)
-	if err != nil {
-		return err
-	}
-	if a.dash && len(a.rest) == 0 {
-		return &usageError{"lock PATH -- CMD: CMD is missing"}
-	}
-	path := a.pos[0]
-	if _, ok := sh.held[path]; ok {
-		return fmt.Errorf("%s: %w (already held by this session)", path, client.ErrLockHeld)
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, path, client.Create())
-	if err != nil {
-		return err
-	}
-	if err := h.Acquire(ctx, lockMode(a), opts...); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("acquire %s: interrupted", path)
-		}
-		return err
-	}
-	cancel() // from here on the signals belong to the hold below
-	sh.held[path] = h
-	seq, _ := h.Sequencer()
-	if a.dash {
-		return sh.runHolding(h, seq, delay, a.rest)
-	}
-	sh.out(map[string]any{"sequencer": seq.String()}, seq.String())
-	if sh.oneShot {
-		return sh.holdUntilSignal(h)
-	}
-	return nil
-}
-
-// holdUntilSignal keeps a one-shot lock held until SIGINT/SIGTERM (exit 0,
-// released) or until the lock may be lost (exit 3).
-func (sh *shell) holdUntilSignal(h *client.Handle) error {
-	select {
-	case <-sh.signals:
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return h.Release(ctx)
-	case <-h.LockLost():
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy", h.Path())}
-	}
-}
-
-// runHolding runs CMD while the lock is held. If the lock may be lost
-// (jeopardy) CMD gets SIGTERM and, if still running, SIGKILL before the
-// earliest moment the master could grant the lock to anybody else.
-func (sh *shell) runHolding(h *client.Handle, seq client.Sequencer, delay time.Duration, argv []string) error {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "CHUBBY_SEQUENCER="+seq.String())
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, sh.stdout, sh.stderr
-	if err := cmd.Start(); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		h.Release(ctx)
-		cancel()
-		return fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Release(ctx)
-		delete(sh.held, h.Path())
-	}
-	for {
-		select {
-		case err := <-done:
-			release()
-			err = exitCodeOf(err)
-			if sh.json {
-				code := exitOK
-				var ee *exitError
-				if errors.As(err, &ee) {
-					code = ee.code
-				}
-				sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
-			}
-			return err
-		case s := <-sh.signals:
-			cmd.Process.Signal(s)
-		case <-h.LockLost():
-			// The master's lease outlives our local lease by at least the
-			// drift margin, and lock-delay adds to that: kill within it.
-			grace := session.DriftMargin(sh.cli.Session().TTL) / 2
-			if delay > 0 {
-				grace = min(delay/2, 2*time.Second)
-			}
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(grace):
-				cmd.Process.Kill()
-				<-done
-			}
-			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy; %s was stopped", h.Path(), argv[0])}
-		}
-	}
-}
-
-func exitCodeOf(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code := ee.ExitCode()
-		if code < 0 {
-			code = 128 + int(syscall.SIGKILL)
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			}
-		}
-		return &exitError{code: code}
-	}
-	return err
-}
-
-func (sh *shell) cmdTryLock(a *cmdArgs) error {
-	opts, _, err := sh.lockOpts(a)
-	if err != nil {
-		return err
-	}
-	path := a.pos[0]
-	if _, ok := sh.held[path]; ok {
-		return fmt.Errorf("%s: %w (already held by this session)", path, client.ErrLockHeld)
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, path, client.Create())
-	if err != nil {
-		return err
-	}
-	if err := h.TryAcquire(ctx, lockMode(a), opts...); err != nil {
-		return err
-	}
-	sh.held[path] = h
-	seq, _ := h.Sequencer()
-	sh.out(map[string]any{"sequencer": seq.String()}, seq.String())
-	return nil
-}
-
-func (sh *shell) cmdUnlock(a *cmdArgs) error {
-	h, ok := sh.held[a.pos[0]]
-	if !ok {
-		return fmt.Errorf("%s: %w by this session", a.pos[0], client.ErrNotHeld)
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	err := h.Release(ctx)
-	delete(sh.held, a.pos[0])
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"ok": true}, "")
-	return nil
-}
-
-func (sh *shell) cmdSeq(a *cmdArgs) error {
-	h, ok := sh.held[a.pos[0]]
-	if !ok {
-		return fmt.Errorf("%s: %w by this session", a.pos[0], client.ErrNotHeld)
-	}
-	seq, err := h.Sequencer()
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"sequencer": seq.String()}, seq.String())
-	return nil
-}
-
-func (sh *shell) cmdCheckSeq(a *cmdArgs) error {
-	seq, err := client.ParseSequencer(a.pos[0])
-	valid := false
-	if err == nil {
-		ctx, cancel := sh.ctx()
-		defer cancel()
-		valid, err = sh.cli.CheckSequencer(ctx, seq)
-		if err != nil {
-			return err
-		}
-	} else {
-		sh.errorf("checkseq: %v", err)
-	}
-	if valid {
-		sh.out(map[string]any{"valid": true}, "valid")
-		return nil
-	}
-	sh.out(map[string]any{"valid": false}, "invalid")
-	return &exitError{code: exitFailed}
-}
-
-func (sh *shell) cmdSession(a *cmdArgs) error {
-	si := sh.cli.Session()
-	obj := map[string]any{"id": si.ID, "ttl_ms": si.TTL.Milliseconds(), "lease_left_ms": si.LeaseLeft.Milliseconds(),
-		"master": si.Master, "epoch": si.Epoch, "state": si.State.String(), "cell": si.Cell}
-	text := fmt.Sprintf("id          %d\nstate       %s\nttl         %v\nlease left  %v\nmaster      %s\nepoch       %d\ncell        %s\n",
-		si.ID, si.State, si.TTL, si.LeaseLeft.Round(time.Millisecond), si.Master, si.Epoch, si.Cell)
-	sh.out(obj, text)
-	return nil
-}
-
-func (sh *shell) cmdSleep(a *cmdArgs) error {
-	d, err := time.ParseDuration(a.pos[0])
-	if err != nil || d < 0 {
-		return &usageError{fmt.Sprintf("sleep %q: not a duration", a.pos[0])}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-sh.signals:
-		return errors.New("interrupted")
-	case <-sh.cli.Done():
-		return fmt.Errorf("%w: the session ended while sleeping", client.ErrSessionExpired)
-	}
-	sh.out(map[string]any{"ok": true}, "")
-	return nil
-}
-
-func (sh *shell) cmdHelp(a *cmdArgs) error {
-	if len(a.pos) == 1 {
-		c := lookup(a.pos[0])
-		if c == nil {
-			return &usageError{fmt.Sprintf("help: unknown command %q", a.pos[0])}
-		}
-		sh.out(map[string]any{"usage": c.usage, "help": c.help}, c.usage+"\n  "+c.help)
-		return nil
-	}
-	names := make([]string, 0, len(commands))
-	for _, c := range commands {
-		names = append(names, c.name)
-	}
-	sort.Strings(names)
-	sh.out(map[string]any{"commands": names}, commandSummary())
-	return nil
-}
-
-func (sh *shell) cmdMembers(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	ms, err := sh.cli.Members(ctx)
-	if err != nil {
-		return err
-	}
-	if ms == nil {
-		ms = []client.Member{}
-	}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRPC ADDRESS\tSTATE\tROLE")
-	for _, m := range ms {
-		role := "voter"
-		if !m.Voter {
-			role = "non-voter"
-		}
-		if m.Master {
-			role = "master"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.RPCAddr, m.State, role)
-	}
-	tw.Flush()
-	sh.out(map[string]any{"members": ms}, b.String())
-	return nil
-}
-
-func (sh *shell) cmdRemoveServer(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	if err := sh.cli.RemoveServer(ctx, a.pos[0]); err != nil {
-		return err
-	}
-	sh.out(map[string]any{"ok": true}, "")
-	return nil
 }

@@ -5,6 +5,19 @@
 //
 // Exit codes: 0 ok; 1 the operation failed; 2 usage error; 3 the cell could
 // not be reached or the session expired.
+//
+// The three modes share one command table (commands.go) and one session per
+// invocation:
+//
+//	chubbysh CMD ARGS      one-shot: parse, dial, run, exit with the code
+//	chubbysh < script      script: one line at a time, stop at the first failure
+//	chubbysh (a terminal)  interactive (interactive.go): readline prompt with
+//	                       history, completion (complete.go), a current
+//	                       directory (paths.go), session events shown as
+//	                       they happen; Ctrl-C cancels the running command
+//
+// Only the interactive shell has a current directory: in the other modes a
+// PATH is sent exactly as given, as CONTRACT.md has it.
 package main
 
 import (
@@ -50,7 +63,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintf(stderr, "usage: chubbysh [-cell ADDRS] [-ttl DUR] [-timeout DUR] [-json] [COMMAND ARGS...]\n\n")
 		fl.PrintDefaults()
-		fmt.Fprintf(stderr, "\ncommands:\n%s", commandSummary())
+		fmt.Fprintf(stderr, "\n%s", commandSummary(palette{}))
 	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +79,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdout:  stdout,
 		stderr:  stderr,
 		held:    map[string]*client.Handle{},
+		errPal:  palette{on: colorAllowed(stderr, *jsonOut)},
+		outPal:  palette{on: colorAllowed(stdout, *jsonOut)},
 	}
 	if len(sh.servers) == 0 {
 		return sh.report("-cell", &usageError{"no server addresses"})
@@ -85,7 +100,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return sh.exec(words)
 	}
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return sh.interactive(stdin)
+		return sh.interactive(f, sigs)
 	}
 	return sh.script(stdin)
 }
@@ -129,49 +144,18 @@ func (sh *shell) script(stdin io.Reader) int {
 	return exitOK
 }
 
-// interactive is a plain prompt loop; errors are reported and the shell goes on.
-func (sh *shell) interactive(stdin io.Reader) int {
-	sc := bufio.NewScanner(stdin)
-	for {
-		fmt.Fprint(sh.stdout, sh.prompt())
-		if !sc.Scan() {
-			fmt.Fprintln(sh.stdout)
-			return exitOK
-		}
-		sh.emitted = false
-		words, err := splitLine(sc.Text())
-		if err != nil {
-			sh.report("parse", &usageError{err.Error()})
-			continue
-		}
-		if len(words) == 0 {
-			continue
-		}
-		if words[0] == "exit" || words[0] == "quit" {
-			return exitOK
-		}
-		if code := sh.exec(words); code == exitUnreachable && sh.cli != nil && sh.sessionGone() {
-			return code
-		}
-	}
-}
-
-func (sh *shell) prompt() string {
-	state := ""
-	if sh.cli != nil {
-		if s := sh.cli.State().String(); s != "safe" {
-			state = " [" + s + "]"
-		}
-	}
-	return "chubby" + state + "> "
-}
-
 // ensureSession dials the cell on first use.
 func (sh *shell) ensureSession() error {
+	return sh.dial(context.Background())
+}
+
+// dial creates the session unless there is one; it gives up after -timeout
+// or when ctx ends.
+func (sh *shell) dial(ctx context.Context) error {
 	if sh.cli != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
+	ctx, cancel := context.WithTimeout(ctx, sh.timeout)
 	defer cancel()
 	cli, err := client.Dial(ctx, client.Config{Servers: sh.servers, SessionTTL: sh.ttl})
 	if err != nil {
@@ -190,6 +174,7 @@ func (sh *shell) sessionGone() bool {
 	}
 }
 
+// close ends the session, which releases its locks at once.
 func (sh *shell) close() {
 	if sh.cli != nil {
 		sh.cli.Close()

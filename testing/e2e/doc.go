@@ -18,6 +18,13 @@
 //	TestGarbageOnRPCPort              invariant 9: garbage on the RPC port harms nobody
 //	TestBadCallsGetClearErrors        invariant 9: malformed frames and calls get clear errors
 //	TestChubbydFlags                  chubbyd -h, refused flags, -cell, a taken port
+//	TestCellMasterKill                §2.8 three servers: SIGKILL the master; new master in seconds,
+//	                                  sessions and locks kept, blocked waiter granted, acked writes kept
+//	TestCellMasterPause               §2.9, invariant 6: SIGSTOP the master for 2x TTL; sessions kept,
+//	                                  the old master answers nothing stale, one master
+//	TestCellRestartAll                SIGTERM all three, start all three: nodes, locks, sessions kept
+//	TestCellAddRemove                 a fourth server joins as a voter, remove-server; writes go on
+//	TestCellFailoverTimes             CHUBBY_FAILOVER_RUNS=N: SIGKILL → first write, N runs and median
 //
 // The tests wait on leases and lock-delays, not on CPU, so TestMain lets
 // them all run in parallel (unless -test.parallel is given); each has its

@@ -21,8 +21,13 @@ type node struct {
 	children []string
 }
 
+// scripter runs a chubbysh script: a *proc.Server or a whole *proc.Cell.
+type scripter interface {
+	ShStdin(t testing.TB, script string, args ...string) *proc.Result
+}
+
 // snapshot reads every path in one script session.
-func snapshot(t *testing.T, s *proc.Server, paths []string) map[string]node {
+func snapshot(t *testing.T, s scripter, paths []string) map[string]node {
 	t.Helper()
 	var script strings.Builder
 	for _, p := range paths {

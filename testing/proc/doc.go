@@ -12,6 +12,15 @@
 //	  │     Stop (SIGTERM+wait) · Kill (SIGKILL) · Pause/Resume (SIGSTOP/CONT)
 //	  │     Restart (same data dir, same ports)
 //	  │
+//	  ├─ StartCell(t, n, opts) ─► n1..nN with -bootstrap-expect N, n2.. -join n1's
+//	  │     gossip address; ready: every server's Hello names a master, then a
+//	  │     chubbysh session through it · Cell.Master / WaitMaster (one master
+//	  │     by /status, named by every live server's Members) · AddServer (-join,
+//	  │     default -bootstrap-expect) · StopAll / StartAll · Cell.Sh & co with
+//	  │     -cell listing every server · per-server Kill/Stop/Pause/Resume/Restart
+//	  ├─ DialRaw, Hello, Members     the wire protocol to ONE server (no
+//	  │                              following the master): its own view, or
+//	  │                              calls stamped with an old epoch
 //	  ├─ Server.Sh(t, args...)       chubbysh -cell ADDR args...  → Result
 //	  ├─ Server.ShStdin(t, in, ...)  the same with a script on stdin
 //	  └─ Server.StartSh(t, args...)  in the background → *Shell: stdout lines

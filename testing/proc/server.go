@@ -411,13 +411,19 @@ func (s *Server) Kill(t testing.TB) {
 }
 
 // Pause stops the process (SIGSTOP): it holds its sockets but answers
-// nothing until Resume.
+// nothing until Resume. It returns once every thread of the process is
+// stopped: kill(2) returns before a thread running on another CPU has
+// taken the signal, and in that moment the process may still serve a call.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	if err := syscall.Kill(s.PID(t), syscall.SIGSTOP); err != nil {
+	pid := s.PID(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP chubbyd: %v", err)
 	}
 	s.paused.Store(true)
+	if err := waitStopped(pid, 5*time.Second); err != nil {
+		t.Fatalf("SIGSTOP chubbyd %s: %v", s.NodeID, err)
+	}
 }
 
 // Paused reports whether the server was paused and not resumed since.
