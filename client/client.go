@@ -68,9 +68,6 @@ type Client struct {
 	// expired is set when expire has run. The lease state cannot tell: Check
 	// moves it to Expired by itself when the grace period ends.
 	expired bool
-	// silent is a server whose connection stayed up but answered nothing
-	// for a whole lease (keepAliveLoop gave it up): connect tries it last.
-	silent string
 
 	cache    *cache.Cache
 	invalAck atomic.Uint64     // last invalidation sequence processed
@@ -122,12 +119,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		done:      make(chan struct{}),
 	}
 	bo := session.Backoff{Base: 50 * time.Millisecond, Max: time.Second}
+	nonce := rand.Uint64() | 1 // math/rand/v2: seeded from the OS
 	for {
 		err := c.connect(ctx)
 		if err == nil {
 			var rep wire.CreateSessionReply
 			sentAt := c.clock.Now()
-			err = c.conn.call(ctx, wire.MCreateSession, c.epoch, 0, wire.CreateSessionArgs{TTL: int64(cfg.SessionTTL)}, &rep)
+			err = c.conn.call(ctx, wire.MCreateSession, c.epoch, 0, wire.CreateSessionArgs{TTL: int64(cfg.SessionTTL), Nonce: nonce}, &rep)
 			if err == nil {
 				c.id = rep.Session
 				c.lease = session.NewLease(sentAt, time.Duration(rep.TTL), cfg.Grace)
@@ -158,51 +156,26 @@ func (c *Client) backoff(b *session.Backoff) time.Duration {
 // connect finds the master and installs a connection to it, trying every
 // known server once.
 func (c *Client) connect(ctx context.Context) error {
-	var lastErr error = errors.New("no servers")
-	tried := map[string]bool{}
 	c.mu.Lock()
-	queue := append([]string(nil), c.known...)
-	silent := c.silent
+	servers := append([]string(nil), c.known...)
 	c.mu.Unlock()
-	// A silent server (a paused one accepts connections and holds every
-	// call) would cost the whole dial timeout before the others are tried.
-	for i, a := range queue {
-		if a == silent {
-			queue = append(append(queue[:i:i], queue[i+1:]...), a)
-			break
+	m, err := c.findMaster(ctx, servers)
+	if err != nil {
+		var hinted []string
+		for _, h := range m.hints {
+			if !contains(servers, h) {
+				hinted = append(hinted, h)
+			}
+		}
+		if len(hinted) == 0 || c.cfg.FixedServers {
+			return err
+		}
+		if m, err = c.findMaster(ctx, hinted); err != nil {
+			return err
 		}
 	}
-	for len(queue) > 0 {
-		addr := queue[0]
-		queue = queue[1:]
-		if tried[addr] {
-			continue
-		}
-		tried[addr] = true
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := dialConn(cctx, addr)
-		if err != nil {
-			cancel()
-			lastErr = err
-			continue
-		}
-		var hello wire.HelloReply
-		err = conn.call(cctx, wire.MHello, 0, 0, wire.HelloArgs{}, &hello)
-		cancel()
-		if err != nil {
-			conn.close()
-			lastErr = err
-			continue
-		}
-		c.learn(hello.Servers)
-		if !hello.IsMaster {
-			conn.close()
-			lastErr = fmt.Errorf("%s (%s) is not the master", addr, hello.Node)
-			if hello.Master != "" && !c.cfg.FixedServers {
-				queue = append([]string{hello.Master}, queue...)
-			}
-			continue
-		}
+	conn, addr, hello := m.conn, m.addr, m.hello
+	{
 		c.mu.Lock()
 		if c.conn != nil {
 			c.conn.close()
@@ -216,9 +189,6 @@ func (c *Client) connect(ctx context.Context) error {
 			c.invalAck.Store(0)
 		}
 		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
-		if addr == c.silent {
-			c.silent = "" // it answers again
-		}
 		select {
 		case <-c.connReady:
 		default:
@@ -231,7 +201,91 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		return nil
 	}
-	return lastErr
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// probeResult is one server's answer to Hello.
+type probeResult struct {
+	addr  string
+	conn  *rpcConn
+	hello wire.HelloReply
+	err   error
+}
+
+// found is the outcome of findMaster: the master's connection, or the
+// masters the servers pointed to.
+type found struct {
+	addr  string
+	conn  *rpcConn
+	hello wire.HelloReply
+	hints []string
+}
+
+// findMaster asks every server at once who the master is and keeps the
+// connection of the first that is. A stopped or unreachable server costs no
+// more than the slowest answer of the others (at most the 2 s probe
+// timeout), whatever its place in the list.
+func (c *Client) findMaster(ctx context.Context, servers []string) (found, error) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	results := make(chan probeResult, len(servers))
+	for _, addr := range servers {
+		go func(addr string) {
+			r := probeResult{addr: addr}
+			r.conn, r.err = dialConn(pctx, addr)
+			if r.err == nil {
+				r.err = r.conn.call(pctx, wire.MHello, 0, 0, wire.HelloArgs{}, &r.hello)
+				if r.err != nil {
+					r.conn.close()
+					r.conn = nil
+				}
+			}
+			results <- r
+		}(addr)
+	}
+	var out found
+	var lastErr error = errors.New("no servers")
+	pending := len(servers)
+	for pending > 0 {
+		r := <-results
+		pending--
+		if r.err != nil {
+			lastErr = fmt.Errorf("%s: %w", r.addr, r.err)
+			continue
+		}
+		c.learn(r.hello.Servers)
+		if r.hello.IsMaster && out.conn == nil {
+			out.addr, out.conn, out.hello = r.addr, r.conn, r.hello
+			break
+		}
+		r.conn.close()
+		lastErr = fmt.Errorf("%s (%s) is not the master", r.addr, r.hello.Node)
+		if r.hello.Master != "" && !contains(out.hints, r.hello.Master) {
+			out.hints = append(out.hints, r.hello.Master)
+		}
+	}
+	if pending > 0 {
+		// Close the connections of the probes still running.
+		go func(n int) {
+			for ; n > 0; n-- {
+				if r := <-results; r.conn != nil {
+					r.conn.close()
+				}
+			}
+		}(pending)
+	}
+	if out.conn == nil {
+		return out, lastErr
+	}
+	return out, nil
 }
 
 // resubscribe re-sends the event subscriptions of open handles to a new
@@ -397,7 +451,9 @@ func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, numbere
 // keeps reconnecting (with jittered backoff) until the grace period ends.
 func (c *Client) keepAliveLoop() {
 	defer close(c.done)
-	bo := session.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+	// Reconnection backoff: short, so a client finds a new master soon after
+	// it is elected; jittered, so a cell's clients do not arrive together.
+	bo := session.Backoff{Base: 25 * time.Millisecond, Max: 500 * time.Millisecond}
 	type result struct {
 		sentAt time.Time
 		rep    wire.KeepAliveReply
@@ -469,6 +525,12 @@ func (c *Client) keepAliveLoop() {
 				}
 				c.invalAck.Store(r.rep.InvalSeq)
 				for _, ev := range r.rep.Events {
+					if ev.Type == string(EventHandleInvalid) {
+						// The node is gone; so is the master's subscription.
+						c.mu.Lock()
+						delete(c.watches, ev.Path)
+						c.mu.Unlock()
+					}
 					c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
 				}
 				if r.rep.Dropped > 0 {
@@ -508,9 +570,6 @@ func (c *Client) keepAliveLoop() {
 				// (a paused master, or a partition that drops packets):
 				// give it up and look for the master among every server
 				// for the grace period, instead of waiting on it.
-				c.mu.Lock()
-				c.silent = kaConn.addr
-				c.mu.Unlock()
 				c.dropConn(kaConn)
 			}
 		case <-c.stop:

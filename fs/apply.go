@@ -88,10 +88,17 @@ func (s *State) applyCreateSession(c *Command, r *Result) {
 		r.Err = errf(ErrBadRequest, "session TTL must be positive")
 		return
 	}
+	if id, ok := s.nonces[c.Nonce]; ok && c.Nonce != 0 {
+		r.Session = id // a retry whose first reply was lost
+		return
+	}
 	s.nextSession++
-	rec := &sessionRec{ID: s.nextSession, TTL: c.TTL, Created: c.Now}
+	rec := &sessionRec{ID: s.nextSession, TTL: c.TTL, Created: c.Now, Nonce: c.Nonce}
 	rec.init()
 	s.sessions[rec.ID] = rec
+	if c.Nonce != 0 {
+		s.nonces[c.Nonce] = rec.ID
+	}
 	r.Session = rec.ID
 }
 
@@ -156,6 +163,7 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 		}
 	}
 	delete(s.sessions, rec.ID)
+	delete(s.nonces, rec.Nonce)
 	r.Ended = append(r.Ended, rec.ID)
 }
 

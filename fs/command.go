@@ -66,6 +66,9 @@ type Command struct {
 	// Acked.
 	CallID uint64 `msgpack:"cid,omitempty"`
 	Acked  uint64 `msgpack:"ack,omitempty"`
+	// Nonce makes CreateSession idempotent: a retry with the same nonce
+	// (the reply was lost in a failover) gets the same session.
+	Nonce uint64 `msgpack:"nc,omitempty"`
 }
 
 // Encode returns the log entry bytes for c.

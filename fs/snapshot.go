@@ -63,9 +63,13 @@ func (s *State) Restore(r io.Reader) error {
 	s.removed = snap.Removed
 	s.nodes = make(map[string]*node, len(snap.Nodes))
 	s.sessions = make(map[uint64]*sessionRec, len(snap.Sessions))
+	s.nonces = map[uint64]uint64{}
 	for _, rec := range snap.Sessions {
 		rec.init()
 		s.sessions[rec.ID] = rec
+		if rec.Nonce != 0 {
+			s.nonces[rec.Nonce] = rec.ID
+		}
 	}
 	for i, p := range snap.Paths {
 		n := snap.Nodes[i]

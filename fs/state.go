@@ -54,6 +54,7 @@ type sessionRec struct {
 	ID      uint64 `msgpack:"id"`
 	TTL     int64  `msgpack:"ttl"`
 	Created int64  `msgpack:"c"`
+	Nonce   uint64 `msgpack:"n,omitempty"`
 	// Calls remembers the results of the session's recent calls by call
 	// id, so a call retried after a lost reply is answered, not applied
 	// again. Entries below the client's acknowledged mark are dropped.
@@ -96,7 +97,8 @@ type State struct {
 	applied     uint64
 	nodes       map[string]*node
 	sessions    map[uint64]*sessionRec
-	removed     map[string]int64 // server id → when an operator removed it
+	removed     map[string]int64  // server id → when an operator removed it
+	nonces      map[uint64]uint64 // CreateSession nonce → session id
 }
 
 // New returns an empty namespace for cell, holding only the root directory.
@@ -110,6 +112,7 @@ func (s *State) reset() {
 	s.counter, s.nextSession, s.epoch, s.applied = 0, 0, 0, 0
 	s.nodes = map[string]*node{}
 	s.sessions = map[uint64]*sessionRec{}
+	s.nonces = map[uint64]uint64{}
 	s.removed = nil
 	s.counter++
 	s.nodes[s.root] = &node{Stat: Stat{Instance: s.counter, IsDir: true}, children: map[string]struct{}{}}

@@ -86,9 +86,9 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
 		SnapshotInterval:   30 * time.Second,
-		HeartbeatTimeout:   400 * time.Millisecond,
-		ElectionTimeout:    400 * time.Millisecond,
-		LeaderLeaseTimeout: 200 * time.Millisecond,
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
 	}
 }
 

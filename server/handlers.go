@@ -210,14 +210,16 @@ func (c *call) createSession() (any, error) {
 	if a.TTL == 0 {
 		ttl = c.s.cfg.DefaultTTL
 	}
-	res, err := c.s.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl)})
+	res, err := c.s.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl), Nonce: a.Nonce})
 	if err != nil {
 		return nil, err
 	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	c.s.leases.add(c.s.clock.Now(), res.Session, ttl)
+	if !c.s.leases.alive(res.Session) {
+		c.s.leases.add(c.s.clock.Now(), res.Session, ttl)
+	}
 	c.s.metrics.created.Inc()
 	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl)}, nil
 }
@@ -246,8 +248,11 @@ func (c *call) open() (any, error) {
 	if err := c.checkPath(a.Path); err != nil {
 		return nil, err
 	}
-	if a.Events != 0 {
-		c.s.tracker.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+	// Subscribe only once the node is known to exist (or was created).
+	watch := func() {
+		if a.Events != 0 {
+			c.s.tracker.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+		}
 	}
 	if !a.Create {
 		var rep wire.StatReply
@@ -259,12 +264,16 @@ func (c *call) open() (any, error) {
 		if a.Cache && errors.Is(err, fs.ErrNoSuchNode) {
 			rep.Absent, err = true, nil
 		}
+		if err == nil && !rep.Absent {
+			watch()
+		}
 		return rep, err
 	}
 	res, err := c.apply(&fs.Command{Op: fs.OpCreate, Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive})
 	if err != nil {
 		return nil, err
 	}
+	watch()
 	return wire.StatReply{Stat: res.Stat}, nil
 }
 

@@ -317,7 +317,12 @@ func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 	}
 	p := t.takePollLocked(l)
 	t.mu.Unlock()
-	p.send()
+	// pushEvents runs on raft's apply goroutine: never write to a client's
+	// socket there. The reply is built (in order) above; only the send is
+	// left to a goroutine.
+	if p.p != nil {
+		go p.send()
+	}
 }
 
 // earlyReply is a parked poll taken to be answered early, with its reply.

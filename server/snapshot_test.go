@@ -50,7 +50,7 @@ func TestSnapshotsCompactTheLogAndRestore(t *testing.T) {
 	cfg := server.DefaultConfig()
 	cfg.NodeID = "snap"
 	cfg.DataDir = t.TempDir()
-	cfg.RPCAddr, cfg.RaftAddr, cfg.HTTPAddr = freeAddr(t), freeAddr(t), ""
+	cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.HTTPAddr = freeAddr(t), freeAddr(t), freeAddr(t), ""
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 100*time.Millisecond
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
 	s := startWithConfig(t, cfg)

@@ -96,6 +96,9 @@ type HelloReply struct {
 // CreateSessionArgs asks for a session with a TTL (0: the default).
 type CreateSessionArgs struct {
 	TTL int64 `msgpack:"ttl"`
+	// Nonce, chosen at random by the client once per Dial, makes a retried
+	// CreateSession return the session its lost reply created.
+	Nonce uint64 `msgpack:"n,omitempty"`
 }
 
 // CreateSessionReply carries the new session and its granted TTL.

@@ -32,6 +32,7 @@ func startCell(b *testing.B) string {
 	cfg.DataDir = b.TempDir()
 	cfg.RPCAddr = freeAddr(b)
 	cfg.RaftAddr = freeAddr(b)
+	cfg.GossipAddr = freeAddr(b)
 	cfg.HTTPAddr = ""
 	cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
