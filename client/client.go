@@ -453,7 +453,7 @@ func (c *Client) keepAliveLoop() {
 	defer close(c.done)
 	// Reconnection backoff: short, so a client finds a new master soon after
 	// it is elected; jittered, so a cell's clients do not arrive together.
-	bo := session.Backoff{Base: 25 * time.Millisecond, Max: 500 * time.Millisecond}
+	bo := session.Backoff{Base: 25 * time.Millisecond, Max: 250 * time.Millisecond}
 	type result struct {
 		sentAt time.Time
 		rep    wire.KeepAliveReply
