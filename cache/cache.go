@@ -3,6 +3,7 @@ package cache
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
@@ -59,7 +60,7 @@ type Config struct {
 
 // Cache is safe for concurrent use.
 type Cache struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	cfg      Config
 	entries  map[Key]*list.Element
 	lru      list.List // front: most recently used
@@ -68,13 +69,16 @@ type Cache struct {
 	enabled  bool
 	gen      uint64         // bumped by every invalidation and flush
 	writing  map[string]int // paths with writes of this client in flight: not filled
-	stats    Stats
+	stats    Stats          // invalidations; hits and misses are counted below
+	hits     atomic.Uint64
+	misses   atomic.Uint64
 }
 
 type item struct {
 	key  Key
 	val  Value
 	size int
+	ref  atomic.Bool // read since it was last considered for eviction
 }
 
 // New returns an empty, enabled cache with no valid lease yet.
@@ -97,21 +101,28 @@ func (c *Cache) SetLeaseEnd(t time.Time) {
 }
 
 // Get returns the entry for k if it may be served at now.
+//
+// A hit takes only the read lock: it marks the entry referenced (eviction
+// gives referenced entries a second chance, an approximation of LRU) and
+// counts atomically, so concurrent readers do not serialise.
 func (c *Cache) Get(k Key, now time.Time) (Value, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if !c.enabled || !now.Before(c.leaseEnd) {
-		c.stats.Misses++
+		c.misses.Add(1)
 		return Value{}, false
 	}
 	e, ok := c.entries[k]
 	if !ok {
-		c.stats.Misses++
+		c.misses.Add(1)
 		return Value{}, false
 	}
-	c.lru.MoveToFront(e)
-	c.stats.Hits++
-	return e.Value.(*item).val, true
+	it := e.Value.(*item)
+	if !it.ref.Load() {
+		it.ref.Store(true)
+	}
+	c.hits.Add(1)
+	return it.val, true
 }
 
 // Token is taken before the RPC whose answer will be Put.
@@ -143,7 +154,13 @@ func (c *Cache) Put(k Key, v Value, tok Token) {
 	c.entries[k] = c.lru.PushFront(it)
 	c.bytes += it.size
 	for len(c.entries) > c.cfg.MaxEntries || c.bytes > c.cfg.MaxBytes {
-		c.removeLocked(c.lru.Back())
+		back := c.lru.Back()
+		if it := back.Value.(*item); it.ref.Load() && back != c.lru.Front() {
+			it.ref.Store(false) // used since it was last looked at: a second chance
+			c.lru.MoveToFront(back)
+			continue
+		}
+		c.removeLocked(back)
 	}
 }
 
@@ -235,6 +252,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
+	s.Hits, s.Misses = c.hits.Load(), c.misses.Load()
 	s.Entries = len(c.entries)
 	s.Bytes = c.bytes
 	return s
