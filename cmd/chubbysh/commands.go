@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
@@ -42,6 +43,10 @@ type shell struct {
 
 	// emitted: the current command has printed its JSON object already.
 	emitted bool
+
+	// forward is set in the interactive shell, whose pump owns the
+	// client's events: while a watch runs it points at the watch's channel.
+	forward *atomic.Pointer[chan client.Event]
 }
 
 // argKind says what a positional argument is: how the interactive shell
@@ -100,8 +105,8 @@ func init() {
 			example: "create /ls/local/app/me -ephemeral", min: 1, max: 1, args: path1, boolFlags: []string{"ephemeral"}, run: (*shell).cmdCreate},
 		{name: "rm", group: "files", usage: "rm PATH", help: "delete a file or an empty directory",
 			example: "rm /ls/local/app/me", min: 1, max: 1, args: path1, run: (*shell).cmdRm},
-		{name: "watch", group: "files", usage: "watch PATH [-for DUR]", help: "print events on PATH (not in this version)",
-			example: "watch /ls/local/app -for 1m", min: 1, max: 1, args: path1, valueFlags: []string{"for"}, run: notYet},
+		{name: "watch", group: "files", usage: "watch PATH [-for DUR]", help: "print events on PATH (and its children, for a directory) until DUR or Ctrl-C",
+			example: "watch /ls/local/app -for 1m", min: 1, max: 1, args: path1, valueFlags: []string{"for"}, run: (*shell).cmdWatch},
 		{name: "lock", group: "locks", usage: "lock PATH [-shared] [-delay DUR] [-- CMD ARGS...]", help: "acquire, blocking until held, and print the sequencer; with CMD hold the lock while CMD runs",
 			example: "lock /ls/local/app/leader -- ./serve --leader", min: 1, max: 1, args: path1, boolFlags: []string{"shared"}, valueFlags: []string{"delay"}, run: (*shell).cmdLock},
 		{name: "trylock", group: "locks", usage: "trylock PATH [-shared] [-delay DUR]", help: "acquire or fail at once (exit 1)",
@@ -311,10 +316,6 @@ func (sh *shell) out(obj any, text string) {
 			fmt.Fprintln(sh.stdout)
 		}
 	}
-}
-
-func notYet(sh *shell, a *cmdArgs) error {
-	return errors.New("not available in this version of chubbysh")
 }
 
 // ctx bounds a call; Ctrl-C (SIGINT/SIGTERM) cancels it.

@@ -164,6 +164,7 @@ func (sh *shell) interactive(stdin *os.File, osSigs chan os.Signal) int {
 	sh.stdout = &syncWriter{&r.outMu, sh.stdout}
 	sh.stderr = &syncWriter{&r.outMu, sh.stderr}
 	sh.signals = r.cmdSigs
+	sh.forward = new(atomic.Pointer[chan client.Event])
 
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -350,7 +351,20 @@ func (r *repl) show(ev client.Event) {
 		si := sh.cli.Session()
 		msg = pal.cyan(fmt.Sprintf("master_failover: the session moved to the new master %s (epoch %d)", si.Master, si.Epoch))
 	default:
-		msg = fmt.Sprintf("%s %s", ev.Type, ev.Path)
+		// A handle event: it belongs to the running watch, if any.
+		if p := sh.forward.Load(); p != nil {
+			select {
+			case *p <- ev:
+			default:
+			}
+		}
+		return
+	}
+	if p := sh.forward.Load(); p != nil {
+		select {
+		case *p <- ev:
+		default:
+		}
 	}
 	r.rl.SetPrompt(sh.prompt())
 	r.notify(fmt.Sprintf("%s %s\n", pal.dim(ev.Time.Format("15:04:05")), msg))

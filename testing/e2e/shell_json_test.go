@@ -117,7 +117,7 @@ func TestJSONEveryCommand(t *testing.T) {
 	// Each failing command ends its script with one object and its code.
 	for _, line := range []string{
 		"cat " + d + "/missing", "cas " + d + "/f 999 x", "unlock " + d + "/never", "seq " + d + "/never",
-		"checkseq garbage", "members extra", "watch " + d, "cd " + d, "pwd", "satt " + d, "sleep", "write " + d + "/f x -seq X:1:" + d + "/nolock",
+		"checkseq garbage", "members extra", "watch " + d + "/missing", "cd " + d, "pwd", "satt " + d, "sleep", "write " + d + "/f x -seq X:1:" + d + "/nolock",
 	} {
 		r := s.ShStdin(t, "session\n"+line+"\nsession\n", "-json")
 		if r.Code == 0 {

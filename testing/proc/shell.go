@@ -507,3 +507,11 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Pending is how many stdout lines have arrived that NextLine has not
+// returned yet.
+func (sh *Shell) Pending() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.lines) - sh.next
+}
