@@ -174,29 +174,33 @@ func run(b *testing.B, workers int, op func(w, i int) error) {
 	lat.report(b, elapsed, "ops")
 }
 
-// BenchmarkAcquireRelease: each of N sessions runs blocking Acquire +
-// Release cycles on a lock of its own (two durable raft commits per cycle,
-// group-committed across sessions).
+// acquireRelease: each of n sessions runs blocking Acquire + Release cycles
+// on a lock of its own (two durable raft commits per cycle, group-committed
+// across sessions).
+func acquireRelease(b *testing.B, addrs []string, n int) {
+	clients := dialCell(b, addrs, n)
+	ctx := context.Background()
+	handles := make([]*client.Handle, n)
+	for i, c := range clients {
+		h, err := c.Open(ctx, fmt.Sprintf("/ls/local/lock-%d", i), client.Create())
+		if err != nil {
+			b.Fatal(err)
+		}
+		handles[i] = h
+	}
+	run(b, n, func(w, i int) error {
+		if err := handles[w].Acquire(ctx, client.Exclusive); err != nil {
+			return err
+		}
+		return handles[w].Release(ctx)
+	})
+}
+
+// BenchmarkAcquireRelease: cycles on a one-server cell.
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			addr := startCell(b)
-			clients := dial(b, addr, n)
-			ctx := context.Background()
-			handles := make([]*client.Handle, n)
-			for i, c := range clients {
-				h, err := c.Open(ctx, fmt.Sprintf("/ls/local/lock-%d", i), client.Create())
-				if err != nil {
-					b.Fatal(err)
-				}
-				handles[i] = h
-			}
-			run(b, n, func(w, i int) error {
-				if err := handles[w].Acquire(ctx, client.Exclusive); err != nil {
-					return err
-				}
-				return handles[w].Release(ctx)
-			})
+			acquireRelease(b, []string{startCell(b)}, n)
 		})
 	}
 }
@@ -206,23 +210,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkAcquireRelease3(b *testing.B) {
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			addrs := startCell3(b)
-			clients := dialCell(b, addrs, n)
-			ctx := context.Background()
-			handles := make([]*client.Handle, n)
-			for i, c := range clients {
-				h, err := c.Open(ctx, fmt.Sprintf("/ls/local/lock-%d", i), client.Create())
-				if err != nil {
-					b.Fatal(err)
-				}
-				handles[i] = h
-			}
-			run(b, n, func(w, i int) error {
-				if err := handles[w].Acquire(ctx, client.Exclusive); err != nil {
-					return err
-				}
-				return handles[w].Release(ctx)
-			})
+			acquireRelease(b, startCell3(b), n)
 		})
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -13,8 +11,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server"
-	"github.com/hashicorp/go-hclog"
 )
 
 // BenchmarkCachedRead: one client reads one file through a handle, from
@@ -24,7 +20,7 @@ import (
 func BenchmarkCachedRead(b *testing.B) {
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			addr := startCacheCell(b)
+			addr := startCell(b)
 			c := dial(b, addr, 1)[0]
 			ctx := context.Background()
 			if _, err := c.WriteFile(ctx, "/ls/local/config", bytes.Repeat([]byte("x"), 1024)); err != nil {
@@ -92,7 +88,7 @@ func BenchmarkCachedRead(b *testing.B) {
 func BenchmarkConfigDistribution(b *testing.B) {
 	const sessions = 1000
 	raiseFDLimit(b, 4*sessions+1024)
-	addr := startCacheCell(b)
+	addr := startCell(b)
 	readers := dialParallel(b, addr, sessions)
 	writer := dial(b, addr, 1)[0]
 	ctx := context.Background()
@@ -186,32 +182,6 @@ func BenchmarkConfigDistribution(b *testing.B) {
 		b.ReportMetric(pct(sessLat, 0.5), "session-p50-ms")
 		b.ReportMetric(pct(sessLat, 0.99), "session-p99-ms")
 	})
-}
-
-// startCacheCell is startCell with every port picked free (the default
-// gossip port may be taken by another cell on the machine).
-func startCacheCell(b *testing.B) string {
-	cfg := server.DefaultConfig()
-	cfg.NodeID = "bench"
-	cfg.DataDir = b.TempDir()
-	cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr = freeAddr(b), freeAddr(b), freeAddr(b)
-	cfg.HTTPAddr = ""
-	cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	s, err := server.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := s.WaitMaster(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return s.RPCAddr()
 }
 
 // dialParallel dials n clients, 32 at a time.
