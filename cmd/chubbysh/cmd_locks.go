@@ -43,12 +43,9 @@ func (sh *shell) cmdLock(a *cmdArgs) error {
 		return &usageError{"lock PATH -- CMD: CMD is missing"}
 	}
 	path := a.pos[0]
-	if _, ok := sh.held[path]; ok {
-		return fmt.Errorf("%s: %w (already held by this session)", path, client.ErrLockHeld)
-	}
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	h, err := sh.cli.Open(ctx, path, client.Create())
+	h, err := sh.openLockable(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -167,12 +164,9 @@ func (sh *shell) cmdTryLock(a *cmdArgs) error {
 		return err
 	}
 	path := a.pos[0]
-	if _, ok := sh.held[path]; ok {
-		return fmt.Errorf("%s: %w (already held by this session)", path, client.ErrLockHeld)
-	}
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	h, err := sh.cli.Open(ctx, path, client.Create())
+	h, err := sh.openLockable(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -289,4 +283,13 @@ func (sh *shell) heldLocks() (paths, seqs []string) {
 		}
 	}
 	return paths, seqs
+}
+
+// openLockable opens PATH (creating it) to take its lock, refusing a lock
+// this session already holds.
+func (sh *shell) openLockable(ctx context.Context, path string) (*client.Handle, error) {
+	if _, ok := sh.held[path]; ok {
+		return nil, fmt.Errorf("%s: %w (already held by this session)", path, client.ErrLockHeld)
+	}
+	return sh.cli.Open(ctx, path, client.Create())
 }
