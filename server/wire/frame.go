@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,15 +31,32 @@ func ReadFrame(r *bufio.Reader) ([]byte, error) {
 	if n == 0 {
 		return nil, errors.New("empty frame")
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	if n <= eagerFrame {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return buf, nil
+	}
+	// A large frame's buffer grows with the bytes that actually arrive, so a
+	// peer that announces a megabyte and sends nothing costs nothing.
+	var b bytes.Buffer
+	b.Grow(eagerFrame)
+	if _, err := io.CopyN(&b, r, int64(n)); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
-	return buf, nil
+	return b.Bytes(), nil
 }
+
+// eagerFrame: frames up to this size are read into a buffer allocated up
+// front; larger ones into one that grows as they arrive.
+const eagerFrame = 64 << 10
 
 // AppendFrame appends v as one frame to dst.
 func AppendFrame(dst []byte, v any) ([]byte, error) {
@@ -53,10 +71,17 @@ func AppendFrame(dst []byte, v any) ([]byte, error) {
 	return append(dst, body...), nil
 }
 
+// unmarshal decodes untrusted bytes with a decoder of its own: the pooled
+// decoders of msgpack.Unmarshal keep the buffers a hostile length prefix
+// made them grow, and the pool then holds gigabytes (found by fuzzing).
+func unmarshal(b []byte, v any) error {
+	return msgpack.NewDecoder(bytes.NewReader(b)).Decode(v)
+}
+
 // DecodeRequest parses a frame body into a Request.
 func DecodeRequest(b []byte) (*Request, error) {
 	var r Request
-	if err := msgpack.Unmarshal(b, &r); err != nil {
+	if err := unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}
 	return &r, nil
@@ -65,14 +90,14 @@ func DecodeRequest(b []byte) (*Request, error) {
 // DecodeResponse parses a frame body into a Response.
 func DecodeResponse(b []byte) (*Response, error) {
 	var r Response
-	if err := msgpack.Unmarshal(b, &r); err != nil {
+	if err := unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	return &r, nil
 }
 
 // Unmarshal decodes a call's body.
-func Unmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+func Unmarshal(b []byte, v any) error { return unmarshal(b, v) }
 
 // Marshal encodes a call's body.
 func Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
