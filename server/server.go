@@ -184,7 +184,10 @@ func (s *Server) startRaft() error {
 	rc.LeaderLeaseTimeout = s.cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.MaxAppendEntries = 256
-	rc.BatchApplyCh = true
+	// No BatchApplyCh: the proposer keeps at most two entries in flight
+	// anyway, and with a buffered apply channel raft may accept an entry
+	// after shutdown began and never answer it (a proposer stuck forever).
+	rc.BatchApplyCh = false
 	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
 	rc.TrailingLogs = s.cfg.TrailingLogs
 	rc.SnapshotInterval = s.cfg.SnapshotInterval
