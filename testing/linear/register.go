@@ -36,24 +36,8 @@ type Output struct {
 // one file at a time. Every register starts as "" (the test creates the
 // files empty before it starts recording).
 var RegisterModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(Input).Key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
+	Partition: PartitionByKey(func(in any) string { return in.(Input).Key }),
+	Init:      func() any { return "" },
 	Step: func(state, input, output any) (bool, any) {
 		in := input.(Input)
 		if in.Write {
@@ -258,4 +242,27 @@ func describe(model porcupine.Model, op porcupine.Operation) string {
 		s += " (" + model.DescribeOperationMetadata(op.Metadata) + ")"
 	}
 	return s
+}
+
+// PartitionByKey returns a porcupine Partition function that checks each
+// key's operations on their own (in key order); key extracts an
+// operation's key from its input.
+func PartitionByKey(key func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := key(op.Input)
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		sort.Strings(keys)
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/testing/linear"
 )
 
 // OpKind is a register operation.
@@ -60,24 +60,8 @@ type RegOutput struct {
 // took effect", so the model may treat an unknown CAS as taking effect iff
 // its comparison holds where it is placed.
 var CASRegisterModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(RegInput).Key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
+	Partition: linear.PartitionByKey(func(in any) string { return in.(RegInput).Key }),
+	Init:      func() any { return "" },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(string), input.(RegInput), output.(RegOutput)
 		switch in.Kind {
