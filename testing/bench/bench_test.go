@@ -25,15 +25,14 @@ func freeAddr(b *testing.B) string {
 	return ln.Addr().String()
 }
 
-// startCell starts a one-server cell with fsync on and returns its RPC address.
-func startCell(b *testing.B) string {
+// benchServer starts one server with fsync on (unless BENCH_NOSYNC) on the
+// given ports, quiet, closed when the benchmark ends.
+func benchServer(b *testing.B, id, rpc, raftAddr string, peers []server.Peer) *server.Server {
 	cfg := server.DefaultConfig()
-	cfg.NodeID = "bench"
+	cfg.NodeID, cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr = id, rpc, raftAddr, freeAddr(b)
 	cfg.DataDir = b.TempDir()
-	cfg.RPCAddr = freeAddr(b)
-	cfg.RaftAddr = freeAddr(b)
-	cfg.GossipAddr = freeAddr(b)
 	cfg.HTTPAddr = ""
+	cfg.StaticPeers = peers
 	cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
 	s, err := server.New(cfg)
@@ -44,6 +43,12 @@ func startCell(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// startCell starts a one-server cell with fsync on and returns its RPC address.
+func startCell(b *testing.B) string {
+	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.WaitMaster(ctx); err != nil {
@@ -62,22 +67,7 @@ func startCell3(b *testing.B) []string {
 	}
 	var servers []*server.Server
 	for _, p := range peers {
-		cfg := server.DefaultConfig()
-		cfg.NodeID, cfg.RPCAddr, cfg.RaftAddr = p.ID, p.RPCAddr, p.RaftAddr
-		cfg.DataDir = b.TempDir()
-		cfg.HTTPAddr = ""
-		cfg.StaticPeers = peers
-		cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-		s, err := server.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		servers = append(servers, s)
+		servers = append(servers, benchServer(b, p.ID, p.RPCAddr, p.RaftAddr, peers))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
