@@ -228,11 +228,18 @@ func (c *Cell) Status() server.Status { return c.Server().Status() }
 // test ends.
 func (c *Cell) Dial(t testing.TB, cfg client.Config) *client.Client {
 	t.Helper()
+	return dial(t, cfg, []string{c.Addr()}, c.log)
+}
+
+// dial dials a client with defaults for its servers and logger; the
+// client is closed when the test ends.
+func dial(t testing.TB, cfg client.Config, servers []string, log hclog.Logger) *client.Client {
+	t.Helper()
 	if len(cfg.Servers) == 0 {
-		cfg.Servers = []string{c.Addr()}
+		cfg.Servers = servers
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = c.log
+		cfg.Logger = log
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

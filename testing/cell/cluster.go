@@ -1,7 +1,6 @@
 package cell
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -482,20 +481,7 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, ref int) {
 // when the test ends.
 func (c *Cluster) Dial(t testing.TB, cfg client.Config) *client.Client {
 	t.Helper()
-	if len(cfg.Servers) == 0 {
-		cfg.Servers = c.Addrs()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = c.log
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	cl, err := client.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatalf("cell: dial %v: %v", cfg.Servers, err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
+	return dial(t, cfg, c.Addrs(), c.log)
 }
 
 // Proxy starts a fault-injecting proxy to server i's RPC address (it keeps
