@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/testing/cell"
 )
 
 // RawConn is a wire-level connection to one chubbyd's RPC address, for what
@@ -109,20 +110,7 @@ func (r *RawConn) Call(m wire.Method, args, reply any, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	return DecodeResult(resp, reply)
-}
-
-// DecodeResult turns a response into its error or decodes its body.
-func DecodeResult(resp *wire.Response, reply any) error {
-	if err := resp.Err(); err != nil {
-		return err
-	}
-	if reply != nil && len(resp.Body) > 0 {
-		if err := wire.Unmarshal(resp.Body, reply); err != nil {
-			return fmt.Errorf("decode reply: %w", err)
-		}
-	}
-	return nil
+	return cell.DecodeResult(resp, reply)
 }
 
 // Hello asks the server about the cell and adopts the epoch it names.
