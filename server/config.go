@@ -52,6 +52,16 @@ type Config struct {
 	StaticPeers []Peer
 	// RaftTransport, when set, is used instead of TCP on RaftAddr (tests).
 	RaftTransport raft.Transport
+	// RaftRoutes maps a server's name to the address this server dials to
+	// reach its raft transport, instead of the raft address that server
+	// advertises: for a path through NAT, a tunnel or a proxy (the
+	// process-level fault tests put a proxy on every link). List every
+	// other server when it is used; one missing is dialled at its
+	// advertised address (and raft logs a warning).
+	RaftRoutes map[string]string
+	// WrapLogStore, when set, wraps the raft log store (tests: a slow
+	// disk). It never changes what is stored.
+	WrapLogStore func(raft.LogStore) raft.LogStore
 
 	// Clock drives leases, lock-delay and KeepAlive holds (RealClock if nil).
 	Clock session.Clock
@@ -107,6 +117,11 @@ func (c *Config) Validate() error {
 	for _, a := range []struct{ name, v string }{{"rpc-addr", c.RPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %v", a.name, a.v, err))
+		}
+	}
+	for name, a := range c.RaftRoutes {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("raft-route %s=%q: %v", name, a, err))
 		}
 	}
 	if c.HTTPAddr != "" {

@@ -199,7 +199,11 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("open raft log in %s: %w", s.cfg.DataDir, err)
 	}
 	s.store = store
-	logs, err := raft.NewLogCache(1024, store)
+	var logStore raft.LogStore = store
+	if s.cfg.WrapLogStore != nil {
+		logStore = s.cfg.WrapLogStore(store)
+	}
+	logs, err := raft.NewLogCache(1024, logStore)
 	if err != nil {
 		store.Close()
 		return err
@@ -216,7 +220,12 @@ func (s *Server) startRaft() error {
 			store.Close()
 			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
 		}
-		tcp, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, rlog)
+		tcp, err := raft.NewTCPTransportWithConfig(s.cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
+			ServerAddressProvider: routes(s.cfg.RaftRoutes),
+			Logger:                rlog,
+			MaxPool:               3,
+			Timeout:               10 * time.Second,
+		})
 		if err != nil {
 			store.Close()
 			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
@@ -591,3 +600,21 @@ func (s *Server) jitterHold(ttl time.Duration) time.Duration {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// routeTable is a raft.ServerAddressProvider over Config.RaftRoutes.
+type routeTable map[string]string
+
+// routes returns nil (dial advertised addresses) when there are none.
+func routes(m map[string]string) raft.ServerAddressProvider {
+	if len(m) == 0 {
+		return nil
+	}
+	return routeTable(m)
+}
+
+func (r routeTable) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := r[string(id)]; ok {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("no raft route for server %q", id)
+}

@@ -33,6 +33,7 @@ func run(args []string) int {
 	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
 	fl.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft log entries between snapshots (log compaction)")
 	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
+	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -48,6 +49,20 @@ func run(args []string) int {
 			if a = strings.TrimSpace(a); a != "" {
 				cfg.Join = append(cfg.Join, a)
 			}
+		}
+	}
+	if *raftRoutes != "" {
+		cfg.RaftRoutes = map[string]string{}
+		for _, r := range strings.Split(*raftRoutes, ",") {
+			if r = strings.TrimSpace(r); r == "" {
+				continue
+			}
+			name, addr, ok := strings.Cut(r, "=")
+			if !ok || name == "" || addr == "" {
+				fmt.Fprintf(os.Stderr, "chubbyd: -raft-route %q: want NAME=HOST:PORT\n", r)
+				return 2
+			}
+			cfg.RaftRoutes[name] = addr
 		}
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr})
