@@ -38,6 +38,12 @@ type membership struct {
 	book         map[string]*memberInfo
 	meta         nodeMeta
 	bootstrapped bool
+	// gossip is what memberlist's event callbacks reported of each node of
+	// this cell (by node name). The loops read it, never memberlist's
+	// Members: those are pointers to memberlist's live records, which its
+	// goroutines keep rewriting under a lock of their own (a data race);
+	// the callbacks run under that lock and this copy is under mu.
+	gossip map[string]gossipNode
 
 	wake chan struct{}
 	stop chan struct{}
@@ -51,6 +57,12 @@ type memberInfo struct {
 	State  string `json:"-"` // alive, suspect, dead, left; "" unknown
 }
 
+// gossipNode is a node as memberlist last reported it.
+type gossipNode struct {
+	meta  nodeMeta
+	alive bool // joined or updated since it was last declared dead
+}
+
 // nodeMeta is gossiped with each member.
 type nodeMeta struct {
 	Cell         string `msgpack:"c"`
@@ -62,7 +74,7 @@ type nodeMeta struct {
 }
 
 func newMembership(s *Server) *membership {
-	return &membership{s: s, log: s.log.Named("members"), book: map[string]*memberInfo{},
+	return &membership{s: s, log: s.log.Named("members"), book: map[string]*memberInfo{}, gossip: map[string]gossipNode{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -185,14 +197,7 @@ func (m *membership) bootstrapLoop() {
 		}
 		var peers []Peer
 		existing := false
-		for _, n := range m.ml.Members() {
-			if n.State != memberlist.StateAlive {
-				continue
-			}
-			meta, ok := decodeMeta(n.Meta)
-			if !ok || meta.Cell != m.s.cfg.Cell {
-				continue
-			}
+		for _, meta := range m.aliveMembers() {
 			if meta.Bootstrapped {
 				existing = true
 			}
@@ -276,12 +281,8 @@ func (m *membership) reconcile() {
 		}
 	}
 	removed := m.s.removedServers()
-	for _, n := range m.ml.Members() {
-		if n.State != memberlist.StateAlive {
-			continue
-		}
-		meta, ok := decodeMeta(n.Meta)
-		if !ok || meta.Cell != m.s.cfg.Cell || inConfig[meta.ID] || removed[meta.ID] {
+	for _, meta := range m.aliveMembers() {
+		if inConfig[meta.ID] || removed[meta.ID] {
 			continue
 		}
 		var f raft.IndexFuture
@@ -299,6 +300,20 @@ func (m *membership) reconcile() {
 	}
 }
 
+// aliveMembers are the nodes of this cell that gossip reports alive (or
+// suspect), as its event callbacks last described them.
+func (m *membership) aliveMembers() []nodeMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]nodeMeta, 0, len(m.gossip))
+	for _, g := range m.gossip {
+		if g.alive {
+			out = append(out, g.meta)
+		}
+	}
+	return out
+}
+
 func (m *membership) poke() {
 	select {
 	case m.wake <- struct{}{}:
@@ -313,6 +328,7 @@ func (m *membership) update(n *memberlist.Node, state string) {
 		return
 	}
 	m.mu.Lock()
+	m.gossip[n.Name] = gossipNode{meta: meta, alive: state == "alive"}
 	info := m.book[meta.ID]
 	if info == nil {
 		info = &memberInfo{}
