@@ -221,7 +221,7 @@ func (s *Server) startRaft() error {
 			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
 		}
 		tcp, err := raft.NewTCPTransportWithConfig(s.cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
-			ServerAddressProvider: routes(s.cfg.RaftRoutes),
+			ServerAddressProvider: routes(s.cfg.RaftRoutes, s.cfg.NodeID, addr.String()),
 			Logger:                rlog,
 			MaxPool:               3,
 			Timeout:               10 * time.Second,
@@ -605,11 +605,23 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 type routeTable map[string]string
 
 // routes returns nil (dial advertised addresses) when there are none.
-func routes(m map[string]string) raft.ServerAddressProvider {
+// Otherwise the table also maps this server (self) to its own advertised
+// raft address (selfAddr): raft asks the provider for it to stamp every RPC
+// header it sends (NetworkTransport.EncodePeer), and without an entry it
+// would log a warning for each one — a heartbeat, an AppendEntries — and
+// use that same address anyway. A route given for self is ignored: the
+// header names where this server listens, not how others reach it.
+func routes(m map[string]string, self, selfAddr string) raft.ServerAddressProvider {
 	if len(m) == 0 {
 		return nil
 	}
-	return routeTable(m)
+	t := routeTable{self: selfAddr}
+	for id, a := range m {
+		if id != self {
+			t[id] = a
+		}
+	}
+	return t
 }
 
 func (r routeTable) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
