@@ -22,3 +22,17 @@ func ParkedKeepAlives(s *Server) int {
 	}
 	return n
 }
+
+// SetExpiring marks the expiry of session id as in flight, as the lease
+// timer does before the master confirms its leadership and proposes the
+// expiry, or clears the mark, as when that expiry is abandoned. It reports
+// whether the master has a lease for the session.
+func SetExpiring(s *Server, id uint64, on bool) bool {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	l, ok := s.leases.m[id]
+	if ok {
+		l.ending = on
+	}
+	return ok
+}

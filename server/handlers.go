@@ -94,8 +94,10 @@ func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
 	if req.Epoch != epoch {
 		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", fs.ErrWrongEpoch, req.Epoch, epoch)
 	}
-	if spec.needSession && !s.leases.alive(req.Session) {
-		return nil, fmt.Errorf("%w: session %d", fs.ErrSessionExpired, req.Session)
+	if spec.needSession {
+		if err := s.leases.check(req.Session); err != nil {
+			return nil, err
+		}
 	}
 	if spec.read || (req.Method == wire.MOpen && !isCreate(req)) {
 		if err := s.verifier.verify(); err != nil {
@@ -217,7 +219,7 @@ func (c *call) createSession() (any, error) {
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	if !c.s.leases.alive(res.Session) {
+	if c.s.leases.check(res.Session) != nil {
 		c.s.leases.add(c.s.clock.Now(), res.Session, ttl)
 	}
 	c.s.metrics.created.Inc()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -173,12 +174,23 @@ func (t *leaseTable) remove(id uint64) {
 	}
 }
 
-// alive reports whether the session has a lease on this master.
-func (t *leaseTable) alive(id uint64) bool {
+// check reports whether the session has a lease on this master: nil if
+// it has, ErrSessionExpired if it has none, and ErrUnavailable while its
+// expiry is in flight — that expiry can still be abandoned (leadership not
+// confirmed, the proposal failed, the master found it had stalled) and the
+// session live on, so "expired" would be a claim the cell has not made yet.
+// The client retries on ErrUnavailable and learns the outcome.
+func (t *leaseTable) check(id uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.m[id]
-	return ok && !l.ending
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: session %d", fs.ErrSessionExpired, id)
+	case l.ending:
+		return fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
+	}
+	return nil
 }
 
 // keepAlive records the acknowledged invalidations, extends the lease to
@@ -189,9 +201,13 @@ func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval 
 	now := t.s.clock.Now()
 	t.mu.Lock()
 	l, ok := t.m[id]
-	if !ok || l.ending {
+	if !ok {
 		t.mu.Unlock()
 		return fs.ErrSessionExpired
+	}
+	if l.ending {
+		t.mu.Unlock()
+		return fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
 	}
 	t.ackLocked(l, ackInval)
 	// A KeepAlive of this master's epoch: the client has flushed its cache.
