@@ -40,6 +40,7 @@ type options struct {
 	// raft timing (StartCluster; zero: the server's defaults)
 	hb, election, leaderLease time.Duration
 	serverConfig              func(int, *server.Config)
+	skew                      bool // StartCluster: a SkewClock per server
 }
 
 // WithClock makes the server use clock for leases, KeepAlive holds and

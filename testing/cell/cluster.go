@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,13 @@ func WithServerConfig(fn func(i int, cfg *server.Config)) Option {
 	return func(o *options) { o.serverConfig = fn }
 }
 
+// WithSkewClocks gives every server of a Cluster its own SkewClock (see
+// Cluster.SkewClock), kept across Kill and Restart, for its leases,
+// KeepAlive holds and lock-delays: a test can then make one server's clock
+// drift, jump or stall. Raft keeps the real clock. It replaces WithClock's
+// clock (a WithServerConfig function may still set another).
+func WithSkewClocks() Option { return func(o *options) { o.skew = true } }
+
 // Cluster is a replicated cell in one process: n real server.Server
 // instances, each with its own raft log (raft-boltdb on a t.TempDir(), fsync
 // on) and RPC listener on a free 127.0.0.1 port, replicating over
@@ -37,28 +45,50 @@ func WithServerConfig(fn func(i int, cfg *server.Config)) Option {
 // as static peers (no gossip) and bootstrap together.
 //
 // The raft links between servers can be cut and healed (Partition, Isolate,
-// Heal); a server can be killed and restarted on its data dir and addresses
-// (Kill, Restart). Client↔server links are cut with a Proxy per server
+// Heal), also one way (Cut: see links.go for what InmemTransport's
+// Disconnect does and does not do); a server can be killed and restarted on
+// its data dir and addresses (Kill, Restart), paused as by SIGSTOP (Pause),
+// have its lease clock stall (StallLeaseClock) or its disk slowed
+// (SetDiskDelay). Client↔server links are cut with a Proxy per server
 // (Proxy). Servers are named by their index 0..n-1.
 //
-// Unless WithClock is given, every server runs on the real clock: leases,
-// KeepAlive holds and lock-delays take real time.
+// Unless WithClock or WithSkewClocks is given, every server runs on the
+// real clock: leases, KeepAlive holds and lock-delays take real time.
 type Cluster struct {
 	t    testing.TB
 	name string
 	log  hclog.Logger
 	opts options
 
+	// addrIndex maps a raft address to its server's index (immutable).
+	addrIndex map[raft.ServerAddress]int
+	// blocked is the published link matrix: blocked[i][j] when i→j is cut.
+	blocked atomic.Pointer[[][]bool]
+
 	mu    sync.Mutex
 	nodes []*clusterNode
 	group []int // partition group of each server; equal groups are connected
+	cuts  map[*Cut]struct{}
 }
 
 type clusterNode struct {
 	cfg   server.Config
 	addr  raft.ServerAddress // in-memory raft address (== cfg.RaftAddr)
-	trans *raft.InmemTransport
-	srv   *server.Server // nil while killed
+	trans *linkTransport     // nil while killed
+	srv   *server.Server     // nil while killed
+	clock *SkewClock         // WithSkewClocks, else nil
+	// diskDelay delays every raft log write (SetDiskDelay).
+	diskDelay atomic.Int64
+	// proxies made by Cluster.Proxy to this server, and how many pauses or
+	// stalls hold them silent.
+	proxies  []*Proxy
+	silenced int
+}
+
+func raftAddr(i int) string {
+	// The in-memory address has a host:port shape because Config.Validate
+	// checks RaftAddr's syntax.
+	return fmt.Sprintf("node%d.raft:%d", i, 7101)
 }
 
 // StartCluster starts an n-server cell and waits until one server serves as
@@ -79,7 +109,11 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		Output:     out,
 		TimeFormat: "15:04:05.000",
 	})
-	c := &Cluster{t: t, name: o.cellName, log: logger, opts: o, group: make([]int, n)}
+	c := &Cluster{t: t, name: o.cellName, log: logger, opts: o, group: make([]int, n),
+		cuts: map[*Cut]struct{}{}, addrIndex: map[raft.ServerAddress]int{}}
+	for i := 0; i < n; i++ {
+		c.addrIndex[raft.ServerAddress(raftAddr(i))] = i
+	}
 	t.Cleanup(c.closeAll)
 
 	var lastErr error
@@ -111,9 +145,7 @@ func (c *Cluster) startAll(t testing.TB, n int) error {
 	peers := make([]server.Peer, n)
 	for i := range nodes {
 		id := fmt.Sprintf("node%d", i)
-		// The in-memory address has a host:port shape because
-		// Config.Validate checks RaftAddr's syntax.
-		raftAddr := fmt.Sprintf("%s.raft:%d", id, 7101)
+		raftAddr := raftAddr(i)
 		peers[i] = server.Peer{ID: id, RPCAddr: addrs[i], RaftAddr: raftAddr}
 		cfg := server.Config{
 			NodeID:             id,
@@ -130,6 +162,11 @@ func (c *Cluster) startAll(t testing.TB, n int) error {
 			Clock:              c.opts.clock,
 			Logger:             c.log.Named(id),
 		}
+		nd := &clusterNode{addr: raft.ServerAddress(raftAddr)}
+		if c.opts.skew {
+			nd.clock = NewSkewClock(time.Now())
+			cfg.Clock = nd.clock
+		}
 		if c.opts.serverConfig != nil {
 			dir := cfg.DataDir
 			c.opts.serverConfig(i, &cfg)
@@ -138,7 +175,15 @@ func (c *Cluster) startAll(t testing.TB, n int) error {
 		if c.opts.http {
 			cfg.HTTPAddr = addrs[n+i]
 		}
-		nodes[i] = &clusterNode{cfg: cfg, addr: raft.ServerAddress(raftAddr)}
+		wrap := cfg.WrapLogStore
+		cfg.WrapLogStore = func(s raft.LogStore) raft.LogStore {
+			if wrap != nil {
+				s = wrap(s)
+			}
+			return &slowLogStore{LogStore: s, delay: &nd.diskDelay}
+		}
+		nd.cfg = cfg
+		nodes[i] = nd
 	}
 	for _, nd := range nodes {
 		nd.cfg.StaticPeers = append([]server.Peer(nil), peers...)
@@ -148,8 +193,8 @@ func (c *Cluster) startAll(t testing.TB, n int) error {
 	for i := range c.group {
 		c.group[i] = 0
 	}
-	for _, nd := range nodes {
-		_, nd.trans = raft.NewInmemTransport(nd.addr)
+	for i, nd := range nodes {
+		nd.trans = newLinkTransport(c, i, nd.addr)
 	}
 	c.relinkLocked()
 	c.mu.Unlock()
@@ -176,23 +221,6 @@ func (c *Cluster) newServer(nd *clusterNode) (*server.Server, error) {
 		return nil, err
 	}
 	return srv, nil
-}
-
-// relinkLocked connects the transports of every pair of running servers in
-// the same partition group and disconnects every other pair, both ways.
-func (c *Cluster) relinkLocked() {
-	for i, a := range c.nodes {
-		for j, b := range c.nodes {
-			if i == j || a.trans == nil {
-				continue
-			}
-			if b.trans != nil && c.group[i] == c.group[j] {
-				a.trans.Connect(b.addr, b.trans)
-			} else {
-				a.trans.Disconnect(b.addr)
-			}
-		}
-	}
 }
 
 // closeAll tears the cluster down. The raft links are cut first, so no
@@ -222,6 +250,14 @@ func (c *Cluster) closeAll() {
 		}
 	}
 	wg.Wait()
+	// Transports no server closed (a failed start, or never used).
+	c.mu.Lock()
+	for _, nd := range nodes {
+		if nd.trans != nil {
+			nd.trans.Close()
+		}
+	}
+	c.mu.Unlock()
 }
 
 // N is the number of servers.
@@ -360,12 +396,18 @@ func (c *Cluster) Isolate(i int) {
 	c.Partition([]int{i}, rest)
 }
 
-// Heal reconnects every pair of running servers.
+// Heal reconnects every pair of running servers, both ways: it undoes
+// Partition and mends every Cut (those of paused servers too; their clocks
+// and client links stay as they are until resumed).
 func (c *Cluster) Heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.group {
 		c.group[i] = 0
+	}
+	for k := range c.cuts {
+		k.mended.Store(true) // a later Mend does nothing
+		delete(c.cuts, k)
 	}
 	c.relinkLocked()
 }
@@ -430,7 +472,7 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 		c.mu.Unlock()
 		t.Fatalf("cell: Restart(%d) while it is running", i)
 	}
-	_, nd.trans = raft.NewInmemTransport(nd.addr)
+	nd.trans = newLinkTransport(c, i, nd.addr)
 	c.relinkLocked()
 	c.mu.Unlock()
 	deadline := time.Now().Add(startTimeout)
@@ -449,7 +491,7 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 		c.mu.Lock()
-		_, nd.trans = raft.NewInmemTransport(nd.addr)
+		nd.trans = newLinkTransport(c, i, nd.addr)
 		c.relinkLocked()
 		c.mu.Unlock()
 	}
@@ -485,10 +527,19 @@ func (c *Cluster) Dial(t testing.TB, cfg client.Config) *client.Client {
 }
 
 // Proxy starts a fault-injecting proxy to server i's RPC address (it keeps
-// pointing there across Kill and Restart).
+// pointing there across Kill and Restart). The cluster remembers it as one
+// of server i's client links: Pause and StallLeaseClock hold it.
 func (c *Cluster) Proxy(t testing.TB, i int) *Proxy {
 	t.Helper()
-	return ProxyTo(t, c.Addr(i))
+	p := ProxyTo(t, c.Addr(i))
+	c.mu.Lock()
+	nd := c.nodes[i]
+	nd.proxies = append(nd.proxies, p)
+	if nd.silenced > 0 {
+		p.hold(true)
+	}
+	c.mu.Unlock()
+	return p
 }
 
 // Proxies starts one proxy per server, in index order.

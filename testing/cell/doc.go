@@ -13,6 +13,7 @@
 //	                               server.Server (master) ── raft ── bbolt (TempDir)
 //	                                      ▲
 //	     ──Clock──▶ session.ManualClock / StallClock (Advance, Stall)
+//	                SkewClock (real time: SetRate, Jump, Freeze/Unfreeze)
 //
 // Start waits until the server serves as master; Restart (Stop, then Resume)
 // closes it and starts it again on the same data dir and ports; everything is
@@ -21,7 +22,10 @@
 // WithManualClock gives the server a session.ManualClock (Manual returns it),
 // whose Advance fires every timer punctually at its own deadline; a
 // StallClock can in addition simulate a paused process whose timers fire
-// late (Stall).
+// late (Stall). A SkewClock runs on real time for programs that run on it
+// (the nemesis's servers and clients) and can be skewed meanwhile: its rate
+// changed (drift), jumped forward, frozen and thawed (a stopped process),
+// its timers honouring every change.
 //
 // StartCluster runs a replicated cell instead: n servers in the process,
 // each with its own raft log (fsync on) and RPC port, replicating over
@@ -30,17 +34,26 @@
 //
 //	client ──▶ Proxy(i) ──▶ server i ──┐  raft over raft.InmemTransport:
 //	client ──▶ Proxy(j) ──▶ server j ──┼─ Partition(groups...), Isolate(i),
-//	client ──▶ Proxy(k) ──▶ server k ──┘  Heal() cut and mend the links
+//	client ──▶ Proxy(k) ──▶ server k ──┘  Cut(links...) one way, Heal()
 //
 // Master and WaitMaster find the one serving master (among a group, while
 // an isolated old master may still believe it is one); Kill crashes a
 // server (its raft links cut first, so it cannot hand leadership over),
 // Stop shuts it down gracefully, Restart brings it back on its data dir and
-// addresses. A Proxy per server cuts or silences client links (Break,
-// Blackhole) and loses chosen replies after the server applied the call
-// (DropReply), the way to make a client retry a call that already took
-// effect. A multi-server cell runs on the real clock unless WithClock is
-// given.
+// addresses. Cut cuts chosen raft links in one direction (a filter on the
+// receiving transport: see links.go for why InmemTransport's Disconnect is
+// not a one-way cut); cuts compose with each other and with Partition.
+// Pause stops a server as SIGSTOP would (links cut, its client proxies
+// held, its lease clock frozen), StallLeaseClock stalls only its lease side
+// (clock frozen, client proxies held, raft running), SetDiskDelay slows
+// every write to its raft log (through server.Config.WrapLogStore).
+// WithSkewClocks gives each server its own SkewClock (SkewClock(i)).
+//
+// A Proxy per server cuts or silences client links (Break, Blackhole),
+// loses chosen replies after the server applied the call (DropReply), the
+// way to make a client retry a call that already took effect, and lets a
+// test observe the replies its client gets (OnReply). A multi-server cell
+// runs on the real clock unless WithClock or WithSkewClocks is given.
 //
 // WaitFor polls a condition with short sleeps: use it only to wait for real
 // goroutines (a raft apply, a TCP round trip), never for a lease or a

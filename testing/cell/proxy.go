@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chubby-dev/chubby/server/wire"
 )
@@ -22,13 +23,22 @@ type Proxy struct {
 	mu     sync.Mutex
 	down   bool
 	silent bool
+	// held counts the pauses of the server behind the proxy (Cluster.Pause,
+	// StallLeaseClock) holding the link: frames wait, in order, until the
+	// last is released (unheld is closed then, or when the proxy closes).
+	held   int
+	unheld chan struct{}
 	drop   func(*wire.Request) bool
 	losses []*ReplyDrop                       // armed, not yet matched
 	lose   map[net.Conn]map[uint64]*ReplyDrop // by client conn, then request id
 	counts [wire.MethodCount + 1]int
 	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-	closed bool
+	// onReply observes the replies passed to clients (OnReply); sent has
+	// the requests awaiting one, by client conn and request id.
+	onReply func(req *wire.Request, sentAt time.Time, resp *wire.Response)
+	sent    map[net.Conn]map[uint64]sentReq
+	wg      sync.WaitGroup
+	closed  bool
 }
 
 // NewProxy starts a proxy to the cell's RPC address; it is closed when the
@@ -46,7 +56,8 @@ func ProxyTo(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("cell: proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, lose: map[net.Conn]map[uint64]*ReplyDrop{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, lose: map[net.Conn]map[uint64]*ReplyDrop{},
+		sent: map[net.Conn]map[uint64]sentReq{}}
 	p.wg.Add(1)
 	go p.acceptLoop()
 	t.Cleanup(p.Close)
@@ -155,6 +166,57 @@ func (p *Proxy) isSilent() bool {
 	return p.silent
 }
 
+// hold stops the link (on) or undoes one such stop (off), as the server
+// behind it is paused and resumed: while held, frames either way wait —
+// as they wait in the kernel's socket buffers of a stopped process — and
+// pass in order once released. New connections are accepted meanwhile
+// (the kernel of a stopped process accepts them too). Independent of
+// Blackhole and Heal, so a test's own Blackhole and a pause compose.
+func (p *Proxy) hold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on:
+		if p.held == 0 {
+			p.unheld = make(chan struct{})
+		}
+		p.held++
+	case p.held > 0:
+		p.held--
+		if p.held == 0 {
+			close(p.unheld)
+		}
+	}
+}
+
+// waitHeld blocks while the link is held (until released or closed).
+func (p *Proxy) waitHeld() {
+	p.mu.Lock()
+	if p.held == 0 || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	ch := p.unheld
+	p.mu.Unlock()
+	<-ch
+}
+
+type sentReq struct {
+	req *wire.Request
+	at  time.Time
+}
+
+// OnReply makes the proxy call f for every reply it passes to a client
+// (not for replies it swallows), with the request it answers and when the
+// proxy forwarded that request to the server; f runs on the proxy's
+// goroutine right after the reply was written to the client, so it must
+// not block. It sees requests forwarded after the call. nil stops it.
+func (p *Proxy) OnReply(f func(req *wire.Request, sentAt time.Time, resp *wire.Response)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onReply = f
+}
+
 // DropRequests makes the proxy silently discard client requests for which
 // drop returns true (nil: forward everything). A dropped call gets no reply:
 // for the client it is a request lost in the network.
@@ -190,6 +252,10 @@ func (p *Proxy) Close() {
 		return
 	}
 	p.closed = true
+	if p.held > 0 {
+		p.held = 0
+		close(p.unheld) // wake the frames waiting: they fail on the closed conns
+	}
 	p.mu.Unlock()
 	p.ln.Close()
 	p.Break()
@@ -285,6 +351,7 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 		if err != nil {
 			return
 		}
+		p.waitHeld()
 		p.mu.Lock()
 		drop := p.silent || p.drop != nil && p.drop(req)
 		p.mu.Unlock()
@@ -292,6 +359,16 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 			continue
 		}
 		p.armLoss(cc, req)
+		p.mu.Lock()
+		if p.onReply != nil {
+			m := p.sent[cc]
+			if m == nil {
+				m = map[uint64]sentReq{}
+				p.sent[cc] = m
+			}
+			m[req.ID] = sentReq{req, time.Now()}
+		}
+		p.mu.Unlock()
 		out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(frame)), uint32(len(frame)))
 		out = append(out, frame...)
 		if _, err := sc.Write(out); err != nil {
@@ -315,6 +392,7 @@ func (p *Proxy) downstream(cc, sc net.Conn) {
 	defer func() {
 		p.mu.Lock()
 		delete(p.lose, cc)
+		delete(p.sent, cc)
 		p.mu.Unlock()
 	}()
 	br := bufio.NewReader(sc)
@@ -323,10 +401,12 @@ func (p *Proxy) downstream(cc, sc net.Conn) {
 		if err != nil {
 			return
 		}
+		p.waitHeld()
 		if p.isSilent() {
 			continue
 		}
-		if resp, err := wire.DecodeResponse(frame); err == nil && resp.ID != 0 {
+		resp, err := wire.DecodeResponse(frame)
+		if err == nil && resp.ID != 0 {
 			if d := p.takeLoss(cc, resp.ID); d != nil {
 				switch d.loss {
 				case LoseAndBreak:
@@ -347,5 +427,22 @@ func (p *Proxy) downstream(cc, sc net.Conn) {
 		if _, err := cc.Write(out); err != nil {
 			return
 		}
+		if err == nil && resp.ID != 0 {
+			p.observe(cc, resp)
+		}
+	}
+}
+
+// observe passes a forwarded reply to the OnReply observer.
+func (p *Proxy) observe(cc net.Conn, resp *wire.Response) {
+	p.mu.Lock()
+	f := p.onReply
+	s, ok := p.sent[cc][resp.ID]
+	if ok {
+		delete(p.sent[cc], resp.ID)
+	}
+	p.mu.Unlock()
+	if f != nil && ok {
+		f(s.req, s.at, resp)
 	}
 }

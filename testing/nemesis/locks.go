@@ -13,7 +13,9 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/client/fence"
+	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/linear"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -184,12 +186,12 @@ func CheckLocks(holds []Hold, ops []StoreOp, final int) []string {
 
 // LockStats counts the fencing workload's events.
 type LockStats struct {
-	Holds, Reads, Writes, Refused, AcquireFailed, Redials, Pauses atomic.Int64
+	Holds, Reads, Writes, Refused, AcquireFailed, Redials, Pauses, Checks atomic.Int64
 }
 
 func (s *LockStats) String() string {
-	return fmt.Sprintf("%d holds, %d reads and %d writes admitted by the store, %d refused by its guard, %d acquires failed, %d sessions re-dialed, %d pauses taken",
-		s.Holds.Load(), s.Reads.Load(), s.Writes.Load(), s.Refused.Load(), s.AcquireFailed.Load(), s.Redials.Load(), s.Pauses.Load())
+	return fmt.Sprintf("%d holds, %d reads and %d writes admitted by the store, %d refused by its guard, %d acquires failed, %d sequencer checks answered, %d sessions re-dialed, %d pauses taken",
+		s.Holds.Load(), s.Reads.Load(), s.Writes.Load(), s.Refused.Load(), s.AcquireFailed.Load(), s.Checks.Load(), s.Redials.Load(), s.Pauses.Load())
 }
 
 // LockConfig is the lock clients' session: short, so that a pause
@@ -200,9 +202,12 @@ var LockConfig = client.Config{
 	LockDelay:  200 * time.Millisecond,
 }
 
-// LockPause is how long PauseHolder holds a client: past its TTL, grace and
-// lock-delay, so the cell expires its session and another client can take
-// the lock while it sleeps holding a counter value.
+// LockPauseMin is the shortest PauseHolder hold: past the lock client's
+// TTL, grace and lock-delay, so the cell expires its session and another
+// client can take the lock while it sleeps holding a counter value.
+var LockPauseMin = LockConfig.SessionTTL + LockConfig.Grace + LockConfig.LockDelay + 500*time.Millisecond
+
+// LockPause is the pause of the negative control (TestUnfencedPauseLosesIncrement).
 var LockPause = LockConfig.SessionTTL + LockConfig.Grace + LockConfig.LockDelay + 1500*time.Millisecond
 
 // LockWorker is one client of the fencing workload: it loops lock → fenced
@@ -217,9 +222,23 @@ type LockWorker struct {
 	Rec     *Recorder
 	Stats   *LockStats
 	NextID  *atomic.Int64 // hold ids, shared by the workers
+	// Clock is the lease clock of the worker's sessions (nil: the real
+	// clock). A pause freezes it; on resume it jumps by the pause.
+	Clock *cell.SkewClock
+	// LockRec, if set, records the worker's lock operations for
+	// linear.LockModel: each Acquire, Release and CheckSequencer (porcupine
+	// client ID), and each session's end (client LostClient).
+	LockRec    *linear.Recorder
+	LostClient int
+
+	smu       sync.Mutex
+	sid       uint64 // the current session (0: none)
+	lastAlive int64  // LockRec time the current session was last known alive
+	learned   int64  // LockRec time the cell said it expired; -1: not yet
 
 	mu       sync.Mutex
 	pauseReq bool
+	frozen   bool // the pause was taken and froze Clock
 	resume   chan struct{}
 
 	holds []Hold
@@ -227,8 +246,9 @@ type LockWorker struct {
 
 // Pause asks the worker to stop at its next point between reading the
 // counter and writing it back (holding the lock), with its links to the
-// cell silent, until Resume. If it does not get there before Resume (it
-// cannot acquire the lock meanwhile), the pause does not happen.
+// cell silent and its lease clock frozen, until Resume — a client stopped
+// as by SIGSTOP. If it does not get there before Resume (it cannot acquire
+// the lock meanwhile), the pause does not happen.
 func (w *LockWorker) Pause() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -244,6 +264,11 @@ func (w *LockWorker) Resume() {
 		return
 	}
 	w.pauseReq = false
+	if w.frozen {
+		// Woken, the client first sees its clock jump by the pause.
+		w.Clock.Unfreeze()
+		w.frozen = false
+	}
 	for _, p := range w.Proxies {
 		p.Heal()
 	}
@@ -260,6 +285,10 @@ func (w *LockWorker) gate() bool {
 	for _, p := range w.Proxies {
 		p.Blackhole()
 	}
+	if w.Clock != nil {
+		w.Clock.Freeze()
+		w.frozen = true
+	}
 	ch := w.resume
 	w.mu.Unlock()
 	w.Stats.Pauses.Add(1)
@@ -275,11 +304,19 @@ func (w *LockWorker) dial(stop <-chan struct{}) *client.Client {
 	cfg.Servers = cell.ProxyAddrs(w.Proxies)
 	cfg.FixedServers = true
 	cfg.Logger = w.Log
+	if w.Clock != nil {
+		cfg.Clock = w.Clock
+	}
 	for !stopped(stop) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		call := w.lockNow()
 		cl, err := client.Dial(ctx, cfg)
 		cancel()
 		if err == nil {
+			w.smu.Lock()
+			// The session was created during Dial: alive after its call.
+			w.sid, w.lastAlive, w.learned = cl.Session().ID, call, -1
+			w.smu.Unlock()
 			return cl
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -287,17 +324,122 @@ func (w *LockWorker) dial(stop <-chan struct{}) *client.Client {
 	return nil
 }
 
+// lockNow is the lock recorder's time (0 without one).
+func (w *LockWorker) lockNow() int64 {
+	if w.LockRec == nil {
+		return 0
+	}
+	return w.LockRec.Now()
+}
+
+// observe follows the replies to the worker's client (Proxy.OnReply): a
+// reply that succeeded for the current session shows it alive when its
+// request was forwarded; the first reply saying the session expired is
+// when the cell told the client so.
+func (w *LockWorker) observe(req *wire.Request, sentAt time.Time, resp *wire.Response) {
+	if w.LockRec == nil {
+		return
+	}
+	err := resp.Err()
+	now := w.LockRec.Now()
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	if w.sid == 0 || req.Session != w.sid {
+		return
+	}
+	switch {
+	case err == nil:
+		if at := now - int64(time.Since(sentAt)); at > w.lastAlive {
+			w.lastAlive = at
+		}
+	case errors.Is(err, client.ErrSessionExpired) && w.learned < 0:
+		w.learned = now
+	}
+}
+
+// alive notes that the current session answered an operation called at
+// call.
+func (w *LockWorker) alive(call int64) {
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	w.lastAlive = max(w.lastAlive, call)
+}
+
+// lost records the end of the current session for the lock model: it
+// expired after it was last known alive, and either the cell said so
+// (learned) or it may have expired any time since (the client gave up on
+// its own, or the run ended with it).
+func (w *LockWorker) lost() {
+	w.smu.Lock()
+	sid, lastAlive, learned := w.sid, w.lastAlive, w.learned
+	w.sid = 0
+	w.smu.Unlock()
+	if w.LockRec != nil && sid != 0 {
+		w.LockRec.AddLost(w.LostClient, int(sid), w.Path, lastAlive, learned)
+	}
+}
+
+// session is the current session, as the lock model names it.
+func (w *LockWorker) session() int {
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	return int(w.sid)
+}
+
+func (w *LockWorker) begin(in linear.LockInput) *linear.LockOp {
+	if w.LockRec == nil {
+		return nil
+	}
+	in.Lock, in.Session = w.Path, w.session()
+	return w.LockRec.BeginLock(w.ID, in)
+}
+
+// end records op's outcome: OK, a definite failure, or unknown.
+func end(op *linear.LockOp, out linear.LockOutput, err error, definite func(error) bool) {
+	if op == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		op.End(out)
+	case definite(err):
+		op.Meta = err.Error()
+		op.End(linear.LockOutput{})
+	default:
+		op.Meta = "outcome unknown: " + err.Error()
+		op.EndUnknown()
+	}
+}
+
+// acquireFailed: an Acquire that returns this error did nothing. Any other
+// error leaves it unknown: a grant may race a timeout (the client then
+// cancels, and the master releases what it granted), and a session that
+// expired may have been granted the lock before.
+func acquireFailed(err error) bool { return errors.Is(err, client.ErrClosed) }
+
+// releaseFailed: a Release that returns this error released nothing (the
+// handle holds nothing, or the master says the session does not hold the
+// lock at that generation).
+func releaseFailed(err error) bool {
+	return errors.Is(err, client.ErrNotHeld) || errors.Is(err, client.ErrClosed)
+}
+
 // Run loops until stop is closed.
 func (w *LockWorker) Run(rng *rand.Rand, stop <-chan struct{}) {
+	for _, p := range w.Proxies {
+		p.OnReply(w.observe)
+	}
 	var cl *client.Client
 	var h *client.Handle
 	defer func() {
 		if cl != nil {
+			w.lost() // the run ends with the session: it may end any time
 			cl.Close()
 		}
 	}()
 	for !stopped(stop) {
 		if cl != nil && sessionOver(cl) {
+			w.lost()
 			cl.Close()
 			cl, h = nil, nil
 			w.Stats.Redials.Add(1)
@@ -319,11 +461,14 @@ func (w *LockWorker) Run(rng *rand.Rand, stop <-chan struct{}) {
 			}
 		}
 		hold := Hold{ID: int(w.NextID.Add(1)), Client: w.ID, AcqCall: w.Rec.Now(), RelCall: math.MaxInt64}
+		op := w.begin(linear.LockInput{Kind: linear.LockAcquire})
+		call := w.lockNow()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := h.Acquire(ctx, client.Exclusive)
 		cancel()
 		hold.AcqReturn = w.Rec.Now()
 		if err != nil {
+			end(op, linear.LockOutput{}, err, acquireFailed)
 			w.Stats.AcquireFailed.Add(1)
 			continue
 		}
@@ -332,22 +477,30 @@ func (w *LockWorker) Run(rng *rand.Rand, stop <-chan struct{}) {
 		if err != nil {
 			panic(fmt.Sprintf("lock worker %d: no sequencer right after Acquire: %v", w.ID, err))
 		}
+		end(op, linear.LockOutput{OK: true, Gen: seq.Gen}, nil, acquireFailed)
+		w.alive(call)
 		hold.Gen = seq.Gen
 		w.Stats.Holds.Add(1)
-		w.incr(&hold, seq, rng)
+		w.incr(cl, &hold, seq, rng)
 		hold.RelCall = w.Rec.Now()
+		op = w.begin(linear.LockInput{Kind: linear.LockRelease, Gen: seq.Gen})
+		call = w.lockNow()
 		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 		err = h.Release(ctx)
 		cancel()
+		end(op, linear.LockOutput{OK: true}, err, releaseFailed)
+		if err == nil {
+			w.alive(call)
+		}
 		hold.RelOK = err == nil
 		w.holds = append(w.holds, hold)
 		time.Sleep(time.Duration(rng.Int64N(int64(5 * time.Millisecond))))
 	}
 }
 
-// incr is the critical section: fenced read, think (maybe paused), fenced
-// write of read+1.
-func (w *LockWorker) incr(hold *Hold, seq client.Sequencer, rng *rand.Rand) {
+// incr is the critical section: fenced read, now and then a check of the
+// sequencer with the cell, think (maybe paused), fenced write of read+1.
+func (w *LockWorker) incr(cl *client.Client, hold *Hold, seq client.Sequencer, rng *rand.Rand) {
 	v, err := w.Store.Get(hold.ID, seq, w.Rec.Now())
 	if err != nil {
 		hold.Fenced = true
@@ -355,6 +508,18 @@ func (w *LockWorker) incr(hold *Hold, seq client.Sequencer, rng *rand.Rand) {
 		return
 	}
 	w.Stats.Reads.Add(1)
+	if rng.IntN(4) == 0 {
+		op := w.begin(linear.LockInput{Kind: linear.LockCheck, Gen: seq.Gen, Shared: seq.Mode == client.Shared})
+		call := w.lockNow()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		valid, err := cl.CheckSequencer(ctx, seq)
+		cancel()
+		end(op, linear.LockOutput{OK: valid}, err, func(error) bool { return false })
+		if err == nil {
+			w.alive(call)
+			w.Stats.Checks.Add(1)
+		}
+	}
 	time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Millisecond))))
 	if w.gate() {
 		hold.Paused = true

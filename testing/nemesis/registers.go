@@ -156,11 +156,24 @@ func (r *Recorder) Annotations() []porcupine.Annotation {
 // RegisterStats counts a register workload's operations.
 type RegisterStats struct {
 	Reads, Writes, CASOK, CASMismatch, Failed atomic.Int64
+	// Expired counts workers that stopped because their session expired
+	// (the cell was unreachable for longer than its TTL and grace).
+	Expired atomic.Int64
 }
 
 func (s *RegisterStats) String() string {
-	return fmt.Sprintf("%d reads, %d writes, %d CAS ok, %d CAS mismatch, %d failed (reads dropped, writes/CAS kept as unknown)",
-		s.Reads.Load(), s.Writes.Load(), s.CASOK.Load(), s.CASMismatch.Load(), s.Failed.Load())
+	return fmt.Sprintf("%d reads, %d writes, %d CAS ok, %d CAS mismatch, %d failed (reads dropped, writes/CAS kept as unknown), %d workers stopped by session expiry",
+		s.Reads.Load(), s.Writes.Load(), s.CASOK.Load(), s.CASMismatch.Load(), s.Failed.Load(), s.Expired.Load())
+}
+
+// expired stops a worker whose session is gone: every later call would
+// fail at once (and a write would be one more of unknown outcome).
+func expired(err error, st *RegisterStats) bool {
+	if errors.Is(err, client.ErrSessionExpired) {
+		st.Expired.Add(1)
+		return true
+	}
+	return false
 }
 
 // regOpTimeout bounds one register call: longer than any failover, so a
@@ -179,6 +192,9 @@ func RunReader(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *
 		ret := rec.Now()
 		if err != nil {
 			st.Failed.Add(1) // a failed read changed nothing: left out
+			if expired(err, st) {
+				return
+			}
 		} else {
 			st.Reads.Add(1)
 			rec.Add(porcupine.Operation{ClientId: id, Input: RegInput{Kind: OpRead, Key: keys[k]}, Call: call,
@@ -208,6 +224,9 @@ func RunWriter(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *
 				st.Writes.Add(1)
 			}
 			rec.Add(porcupine.Operation{ClientId: id, Input: RegInput{Kind: OpWrite, Key: keys[k], Value: v}, Call: call, Output: out, Return: ret, Metadata: errMeta(err)})
+			if expired(err, st) {
+				return
+			}
 		} else {
 			call := rec.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), regOpTimeout)
@@ -215,6 +234,9 @@ func RunWriter(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *
 			cancel()
 			if err != nil {
 				st.Failed.Add(1)
+				if expired(err, st) {
+					return
+				}
 				continue
 			}
 			st.Reads.Add(1)
@@ -237,6 +259,9 @@ func RunWriter(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *
 			}
 			rec.Add(porcupine.Operation{ClientId: id, Input: RegInput{Kind: OpCAS, Key: keys[k], Expect: string(data), Value: v},
 				Call: call, Output: out, Return: ret, Metadata: unknownMeta(out, err)})
+			if expired(err, st) {
+				return
+			}
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(10 * time.Millisecond))))
 	}
