@@ -24,6 +24,12 @@ type CellOptions struct {
 	LogLevel string
 	// ExtraArgs are appended to every server's flags.
 	ExtraArgs []string
+	// ServerArgs, if set, returns flags appended to one server's flags
+	// (after ExtraArgs), given every server of the cell with its ports
+	// picked (s among them). It is called before every start of a server —
+	// the first, one on new ports after a bind failure, a restart — so the
+	// flags may name the other servers' ports (-raft-route through proxies).
+	ServerArgs func(s *Server, cell []*Server) []string
 }
 
 // Cell is a multi-server cell of chubbyd processes on loopback: n1 is
@@ -93,6 +99,19 @@ func (c *Cell) newMember(t testing.TB, name string, expect int) *Server {
 	}
 	s := newServer(t, opts, dir)
 	s.member = true
+	if c.opts.ServerArgs != nil {
+		s.moreArgs = func() []string {
+			all := c.Servers()
+			found := false
+			for _, o := range all {
+				found = found || o == s
+			}
+			if !found { // AddServer: not in the list until it started
+				all = append(all, s)
+			}
+			return c.opts.ServerArgs(s, all)
+		}
+	}
 	return s
 }
 

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/chubby-dev/chubby/server/wire"
@@ -32,5 +33,42 @@ func TestAgreedMaster(t *testing.T) {
 		if got == nil && why == "" {
 			t.Errorf("%s: no master and no reason", tc.name)
 		}
+	}
+}
+
+// TestServerArgsAndLaunch: CellOptions.ServerArgs adds flags at every start
+// (the first and a Launch after a SIGKILL), given the cell's servers with
+// their ports; Launch returns a server that listens and, the cell being
+// whole, becomes its master again.
+func TestServerArgsAndLaunch(t *testing.T) {
+	calls := 0
+	c := StartCell(t, 1, CellOptions{LogLevel: "info", ServerArgs: func(s *Server, all []*Server) []string {
+		calls++
+		if len(all) != 1 || all[0] != s || s.RaftAddr == "" {
+			t.Errorf("ServerArgs(%v, %v): want the one server with its ports picked", s, all)
+		}
+		return []string{"-trailing-logs", "77"}
+	}})
+	s := c.Servers()[0]
+	if calls != 1 {
+		t.Fatalf("ServerArgs called %d times for one start", calls)
+	}
+	if args := strings.Join(s.Args(), " "); !strings.HasSuffix(args, "-trailing-logs 77") {
+		t.Fatalf("args %q lack the added flags", args)
+	}
+	calls = 0
+	s.Kill(t)
+	s.Launch(t)
+	if calls != 1 {
+		t.Fatalf("ServerArgs called %d times for a Launch", calls)
+	}
+	if !s.Running(t) {
+		t.Fatalf("not running after Launch")
+	}
+	if m := c.Master(t); m != s {
+		t.Fatalf("master %v after Launch", m)
+	}
+	if !strings.Contains(s.lastStart(), "-trailing-logs 77") {
+		t.Fatalf("the relaunched process did not get the flags:\n%s", tail(s.lastStart(), 5))
 	}
 }

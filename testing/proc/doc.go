@@ -10,7 +10,8 @@
 //	  │                         -gossip-addr -http-addr   (stderr → log file)
 //	  │     ready: /status says master, then `chubbysh -json session` exits 0
 //	  │     Stop (SIGTERM+wait) · Kill (SIGKILL) · Pause/Resume (SIGSTOP/CONT)
-//	  │     Restart (same data dir, same ports)
+//	  │     Restart (same data dir, same ports) · Launch (start again, ready
+//	  │     once it listens: no master needed, for a partitioned cell)
 //	  │
 //	  ├─ StartCell(t, n, opts) ─► n1..nN with -bootstrap-expect N, n2.. -join n1's
 //	  │     gossip address; ready: every server's Hello names a master, then a
@@ -18,13 +19,19 @@
 //	  │     by /status, named by every live server's Members) · AddServer (-join,
 //	  │     default -bootstrap-expect) · StopAll / StartAll · Cell.Sh & co with
 //	  │     -cell listing every server · per-server Kill/Stop/Pause/Resume/Restart
+//	  │     · CellOptions.ServerArgs: per-server flags built at each start
+//	  │     (e.g. -raft-route through proxies)
 //	  ├─ DialRaw, Hello, Members     the wire protocol to ONE server (no
 //	  │                              following the master): its own view, or
 //	  │                              calls stamped with an old epoch
 //	  ├─ Server.Sh(t, args...)       chubbysh -cell ADDR args...  → Result
 //	  ├─ Server.ShStdin(t, in, ...)  the same with a script on stdin
-//	  └─ Server.StartSh(t, args...)  in the background → *Shell: stdout lines
-//	                                 with arrival times, stdin, signals, exit
+//	  ├─ Server.StartSh(t, args...)  in the background → *Shell: stdout lines
+//	  │                              with arrival times, stdin, signals, exit
+//	  └─ StartChild(t, name, cmd, onLine)  any other helper process (the test
+//	                                 binary re-executed as a client worker):
+//	                                 stdout lines to a callback, stdin,
+//	                                 Pause/Resume, Wait, Kill
 //
 // Everything listens on 127.0.0.1. Every process the harness starts runs in
 // its own process group and is killed (the group, by the process's id) in

@@ -59,6 +59,9 @@ type Server struct {
 	// is ready when it knows the cell's master, not when it is the master.
 	member bool
 	paused atomic.Bool
+	// moreArgs, if set, returns flags appended to Args at each start
+	// (CellOptions.ServerArgs).
+	moreArgs func() []string
 
 	mu   sync.Mutex
 	proc *serverProc // the current process, nil before the first start
@@ -161,7 +164,11 @@ func (s *Server) Args() []string {
 	if s.opts.BootstrapExpect > 0 {
 		args = append(args, "-bootstrap-expect", strconv.Itoa(s.opts.BootstrapExpect))
 	}
-	return append(args, s.opts.ExtraArgs...)
+	args = append(args, s.opts.ExtraArgs...)
+	if s.moreArgs != nil {
+		args = append(args, s.moreArgs()...)
+	}
+	return args
 }
 
 // errBind: the process exited because a port was taken.
@@ -183,8 +190,9 @@ func (s *Server) launch() (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logf, "=== proc: starting chubbyd %s at %s\n", strings.Join(s.Args(), " "), time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.bins.Chubbyd, s.Args()...)
+	args := s.Args()
+	fmt.Fprintf(logf, "=== proc: starting chubbyd %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(s.bins.Chubbyd, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Start()
@@ -342,8 +350,28 @@ func (s *Server) lastStart() string {
 // checkRace fails t if a race-detector build reported a data race.
 func (s *Server) checkRace(t testing.TB) {
 	if RaceBinaries() && strings.Contains(s.Log(), "WARNING: DATA RACE") {
-		t.Errorf("chubbyd %s reported a data race; see %s:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 80))
+		t.Errorf("chubbyd %s reported a data race; see %s:\n%s", s.NodeID, s.LogPath, raceReport(s.Log()))
 	}
+}
+
+// raceReport is the first data race report in log (from its WARNING line
+// to the separator that ends it, at most 120 lines), not the log's tail,
+// where the report may have scrolled away.
+func raceReport(log string) string {
+	i := strings.Index(log, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	lines := strings.Split(log[i:], "\n")
+	for j, l := range lines {
+		if j > 0 && strings.HasPrefix(l, "==================") {
+			return strings.Join(lines[:j], "\n")
+		}
+		if j == 120 {
+			return strings.Join(lines[:j], "\n") + "\n..."
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (s *Server) current(t testing.TB) *serverProc {
@@ -468,6 +496,61 @@ func (s *Server) Start(t testing.TB) {
 			t.Fatalf("proc: restart chubbyd %s: %v\nlog:\n%s", s.NodeID, err, tail(s.lastStart(), 40))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Launch starts a stopped server again (same data directory, ports and
+// flags) and returns once it listens — its /status answers — without
+// waiting for it to know a master: for a restart while the cell is
+// partitioned or short of a quorum, when it may not learn of one for a
+// while. A port still taken is retried for a few seconds, as Start does.
+func (s *Server) Launch(t testing.TB) {
+	t.Helper()
+	if s.Running(t) {
+		t.Fatalf("chubbyd %s is already running", s.NodeID)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := s.launch()
+		if err != nil {
+			t.Fatalf("proc: launch chubbyd %s: %v", s.NodeID, err)
+		}
+		err = s.waitListening(p, time.Now().Add(ReadyTimeout))
+		if err == nil {
+			return
+		}
+		if !p.exited() {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if !errors.Is(err, errBind) || time.Now().After(deadline) {
+			t.Fatalf("proc: launch chubbyd %s: %v\nlog:\n%s", s.NodeID, err, tail(s.lastStart(), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitListening polls /status until it answers (every listener of the
+// server is bound by then) or the process exits.
+func (s *Server) waitListening(p *serverProc, deadline time.Time) error {
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		if p.exited() {
+			if strings.Contains(s.lastStart(), "address already in use") {
+				return fmt.Errorf("%w (%s)", errBind, p.state)
+			}
+			return fmt.Errorf("chubbyd exited before it listened: %s", p.state)
+		}
+		if resp, err := hc.Get("http://" + s.HTTPAddr + "/status"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chubbyd /status not answering by %v", deadline.Format(time.StampMilli))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,173 @@
+package proc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Child is a helper process of a test that is neither chubbyd nor chubbysh:
+// typically the test binary itself re-executed as a client worker (its
+// TestMain sees an environment variable and runs the worker), so that a
+// client can be stopped for real with SIGSTOP. It runs in its own process
+// group, dies with the test binary, and is killed and reaped in t.Cleanup.
+// Its stdin is a pipe (CloseStdin is the usual "stop" request), every
+// stdout line is handed to a callback as it arrives, and stderr goes to a
+// file.
+type Child struct {
+	Name       string
+	StderrPath string
+
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	paused atomic.Bool
+	done   chan struct{} // the process was reaped and stdout read to its end
+	state  *os.ProcessState
+}
+
+// StartChild starts cmd (its Stdin, Stdout, Stderr and SysProcAttr are set
+// here) as a Child named name. onLine, if not nil, is called from one
+// goroutine with each stdout line (without its newline) and the time it was
+// read; every call has returned before Wait or Done report the exit.
+func StartChild(t testing.TB, name string, cmd *exec.Cmd, onLine func(line string, at time.Time)) *Child {
+	t.Helper()
+	errFile, err := os.CreateTemp(t.TempDir(), name+"-stderr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errFile
+	c := &Child{Name: name, StderrPath: errFile.Name(), cmd: cmd, stdin: inW, done: make(chan struct{})}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	errFile.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		t.Fatalf("proc: start %s: %v", name, err)
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		defer outR.Close()
+		br := bufio.NewReader(outR)
+		for {
+			line, err := br.ReadString('\n')
+			if line != "" && onLine != nil {
+				onLine(strings.TrimSuffix(line, "\n"), time.Now())
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		cmd.Wait()
+		// The group may hold a process that still has stdout open.
+		killLeftovers(cmd.Process.Pid)
+		<-read
+		c.state = cmd.ProcessState
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		c.Kill()
+		c.stdin.Close()
+		if t.Failed() {
+			t.Logf("%s (pid %d) stderr, last lines:\n%s", name, c.PID(), tail(c.Stderr(), 30))
+		}
+	})
+	return c
+}
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// CloseStdin closes the child's stdin (EOF).
+func (c *Child) CloseStdin() { c.stdin.Close() }
+
+// Pause stops the child (SIGSTOP) and returns once every one of its threads
+// is stopped.
+func (c *Child) Pause(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(c.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %s: %v", c.Name, err)
+	}
+	c.paused.Store(true)
+	if err := waitStopped(c.PID(), 5*time.Second); err != nil && !c.Exited() {
+		t.Fatalf("SIGSTOP %s: %v", c.Name, err)
+	}
+}
+
+// Resume continues a paused child (SIGCONT).
+func (c *Child) Resume(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(c.PID(), syscall.SIGCONT); err != nil && !c.Exited() {
+		t.Fatalf("SIGCONT %s: %v", c.Name, err)
+	}
+	c.paused.Store(false)
+}
+
+// Paused reports whether the child was paused and not resumed since.
+func (c *Child) Paused() bool { return c.paused.Load() }
+
+// Done is closed once the child has exited and its stdout was read to the
+// end.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Exited reports whether Done is closed.
+func (c *Child) Exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits up to timeout for the child to exit and returns its exit code
+// (-1 if a signal ended it); an error if it still runs.
+func (c *Child) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-c.done:
+		return c.state.ExitCode(), nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("%s (pid %d) still running after %v", c.Name, c.PID(), timeout)
+	}
+}
+
+// Kill kills the child's process group (continuing it first if paused) and
+// waits until it is reaped.
+func (c *Child) Kill() {
+	if c.Exited() {
+		return
+	}
+	syscall.Kill(-c.PID(), syscall.SIGCONT)
+	if err := syscall.Kill(-c.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		syscall.Kill(c.PID(), syscall.SIGKILL)
+	}
+	<-c.done
+	c.paused.Store(false)
+}
+
+// Stderr is what the child has written to stderr so far.
+func (c *Child) Stderr() string {
+	b, _ := os.ReadFile(c.StderrPath)
+	return string(b)
+}
