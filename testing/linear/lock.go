@@ -915,11 +915,11 @@ func (o *LockOp) add(op porcupine.Operation) {
 	if o.Meta != "" {
 		op.Metadata = o.Meta
 	}
-	o.r.add(op)
+	o.r.Add(op)
 }
 
 // AddLost notes the expiry of session (see LostOperation); learned < 0:
 // the cell never confirmed it to the client.
 func (r *Recorder) AddLost(client, session int, lock string, lastAlive, learned int64) {
-	r.add(LostOperation(client, session, lock, lastAlive, learned))
+	r.Add(LostOperation(client, session, lock, lastAlive, learned))
 }

@@ -64,19 +64,28 @@ var RegisterModel = porcupine.Model{
 func short(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
 
 // Recorder collects the operations of a test run from any goroutine. Times
-// are nanoseconds since NewRecorder on the monotonic clock.
+// are nanoseconds since NewRecorder on the monotonic clock (or what the
+// clock given to NewRecorderClock says).
 type Recorder struct {
-	start time.Time
+	now   func() int64
 	mu    sync.Mutex
 	ops   []porcupine.Operation
 	notes []porcupine.Annotation
 }
 
 // NewRecorder starts a history at time zero.
-func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+func NewRecorder() *Recorder {
+	start := time.Now()
+	return NewRecorderClock(func() int64 { return int64(time.Since(start)) })
+}
+
+// NewRecorderClock starts a history whose times are what now returns
+// (nanoseconds, never going back): for histories that merge operations
+// timed in other processes on a clock they share.
+func NewRecorderClock(now func() int64) *Recorder { return &Recorder{now: now} }
 
 // Now is the recorder's current time.
-func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+func (r *Recorder) Now() int64 { return r.now() }
 
 // Op is an operation under way.
 type Op struct {
@@ -99,7 +108,7 @@ func (o *Op) Read(value string, err error, meta any) {
 	if err != nil {
 		return
 	}
-	o.r.add(porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: Output{value}, Return: ret, Metadata: meta})
+	o.r.Add(porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: Output{value}, Return: ret, Metadata: meta})
 }
 
 // Wrote notes the return of a write. A failed write may or may not have
@@ -111,10 +120,11 @@ func (o *Op) Wrote(err error) {
 	if err != nil {
 		ret, meta = math.MaxInt64, fmt.Sprintf("outcome unknown: %v", err)
 	}
-	o.r.add(porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: Output{}, Return: ret, Metadata: meta})
+	o.r.Add(porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: Output{}, Return: ret, Metadata: meta})
 }
 
-func (r *Recorder) add(op porcupine.Operation) {
+// Add records an operation built by the caller.
+func (r *Recorder) Add(op porcupine.Operation) {
 	r.mu.Lock()
 	r.ops = append(r.ops, op)
 	r.mu.Unlock()

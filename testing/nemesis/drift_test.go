@@ -8,6 +8,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/linear"
 )
 
 // TestDriftBeyondMarginBreaksCoherence is the negative control of the
@@ -46,7 +47,7 @@ func TestDriftBeyondMarginBreaksCoherence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := NewRecorder()
+		rec := linear.NewRecorder()
 		rec.Add(porcupine.Operation{ClientId: 1, Input: RegInput{Kind: OpWrite, Key: key, Value: "v0"}, Output: RegOutput{OK: true}})
 		read := func() {
 			call := rec.Now()

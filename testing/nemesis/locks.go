@@ -219,7 +219,7 @@ type LockWorker struct {
 	Proxies []*cell.Proxy
 	Log     hclog.Logger
 	Store   *Store
-	Rec     *Recorder
+	Rec     *linear.Recorder
 	Stats   *LockStats
 	NextID  *atomic.Int64 // hold ids, shared by the workers
 	// Clock is the lease clock of the worker's sessions (nil: the real

@@ -8,9 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,64 +34,17 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/chubby-dev/chubby/server.(*readVerifier).verify"))
 }
 
-// plan is which schedules a run plays.
-type plan struct {
-	seeds []uint64
-	dur   time.Duration
-	long  bool
-}
-
 // The short run's seeds: fixed, so `go test` is deterministic in its
 // schedules (not in the interleavings, which the scheduler decides).
 var shortSeeds = []uint64{1, 6, 8}
 
 const shortDuration = 9 * time.Second
 
-// planFromEnv reads CHUBBY_NEMESIS_LONG=1 (20 schedules of 60 s, random
-// seeds), CHUBBY_NEMESIS_SCHEDULES and CHUBBY_NEMESIS_SECONDS (override the
-// count and the length of each), and CHUBBY_NEMESIS_SEED=N (play seed N
-// only).
-func planFromEnv(t *testing.T) plan {
-	p := plan{seeds: shortSeeds, dur: shortDuration}
-	n := len(shortSeeds)
-	if os.Getenv("CHUBBY_NEMESIS_LONG") == "1" {
-		p.long, p.dur, n = true, 60*time.Second, 20
-	}
-	if v := os.Getenv("CHUBBY_NEMESIS_SCHEDULES"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 1 {
-			t.Fatalf("CHUBBY_NEMESIS_SCHEDULES=%q: want a positive count", v)
-		}
-		n = k
-	}
-	if v := os.Getenv("CHUBBY_NEMESIS_SECONDS"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 3 {
-			t.Fatalf("CHUBBY_NEMESIS_SECONDS=%q: want a count of seconds, at least 3", v)
-		}
-		p.dur = time.Duration(k) * time.Second
-	}
-	switch {
-	case os.Getenv("CHUBBY_NEMESIS_SEED") != "":
-		v := os.Getenv("CHUBBY_NEMESIS_SEED")
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("CHUBBY_NEMESIS_SEED=%q: %v", v, err)
-		}
-		p.seeds = []uint64{s}
-	case p.long:
-		p.seeds = nil
-		for range n {
-			p.seeds = append(p.seeds, rand.Uint64()%1_000_000_000)
-		}
-	default:
-		p.seeds = append([]uint64(nil), p.seeds...)
-		for next := uint64(1); len(p.seeds) < n; next++ {
-			if !slices.Contains(p.seeds, next) {
-				p.seeds = append(p.seeds, next)
-			}
-		}
-		p.seeds = p.seeds[:n]
+// planFromEnv is the plan the environment asks for (see PlanFromEnv).
+func planFromEnv(t *testing.T) Plan {
+	p, err := PlanFromEnv(shortSeeds, shortDuration)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
@@ -103,7 +53,7 @@ func planFromEnv(t *testing.T) plan {
 // workloads and checks their histories.
 func TestNemesis(t *testing.T) {
 	p := planFromEnv(t)
-	t.Logf("nemesis plan: %d schedules of %v, seeds %v", len(p.seeds), p.dur, p.seeds)
+	t.Logf("nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
 	defer func() {
 		var parts []string
 		for k := Kind(0); k < numKinds; k++ {
@@ -111,15 +61,15 @@ func TestNemesis(t *testing.T) {
 		}
 		t.Logf("nemesis faults injected over the plan: %s", strings.Join(parts, " "))
 	}()
-	for _, seed := range p.seeds {
+	for _, seed := range p.Seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
 					t.Logf("FAILED under nemesis seed %d: replay with CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d",
-						seed, seed, int(p.dur/time.Second))
+						seed, seed, int(p.Duration/time.Second))
 				}
 			}()
-			runSchedule(t, seed, p.dur, p.long)
+			runSchedule(t, seed, p.Duration, p.Long)
 		})
 	}
 }
@@ -213,7 +163,7 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 		return hs
 	}
 
-	rec := NewRecorder()
+	rec := linear.NewRecorder()
 	lockRec := linear.NewRecorder() // lock operations only (linear.LockModel)
 	notes := newNoters(rec, lockRec)
 	stop := make(chan struct{})
@@ -342,7 +292,7 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 	if _, err := c.Dial(t, client.Config{}).WriteFile(ctx, lockPath, nil); err != nil {
 		t.Fatal(err)
 	}
-	rec := NewRecorder()
+	rec := linear.NewRecorder()
 	lockRec := linear.NewRecorder()
 	store := NewStore()
 	store.Unfenced = true
@@ -407,12 +357,12 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 // noters notes the nemesis's steps in both recorders of a run, each on its
 // own time line.
 type noters struct {
-	rec    *Recorder
+	rec    *linear.Recorder
 	lock   *linear.Recorder
 	offset int64 // lock recorder time − rec time
 }
 
-func newNoters(rec *Recorder, lock *linear.Recorder) noters {
+func newNoters(rec *linear.Recorder, lock *linear.Recorder) noters {
 	return noters{rec: rec, lock: lock, offset: lock.Now() - rec.Now()}
 }
 

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,49 +109,6 @@ var CASRegisterModel = porcupine.Model{
 	},
 }
 
-// Recorder collects a history from any goroutine, with the nemesis's notes.
-// Times are nanoseconds since NewRecorder, on the monotonic clock.
-type Recorder struct {
-	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	notes []porcupine.Annotation
-}
-
-// NewRecorder starts a history at time zero.
-func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
-
-// Now is the recorder's current time.
-func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
-
-// Add records an operation.
-func (r *Recorder) Add(op porcupine.Operation) {
-	r.mu.Lock()
-	r.ops = append(r.ops, op)
-	r.mu.Unlock()
-}
-
-// Note adds an annotation on its own row named tag.
-func (r *Recorder) Note(tag, what string, start, end int64) {
-	r.mu.Lock()
-	r.notes = append(r.notes, porcupine.Annotation{Tag: tag, Start: start, End: end, Description: what})
-	r.mu.Unlock()
-}
-
-// History returns the operations recorded so far.
-func (r *Recorder) History() []porcupine.Operation {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]porcupine.Operation(nil), r.ops...)
-}
-
-// Annotations returns the notes recorded so far.
-func (r *Recorder) Annotations() []porcupine.Annotation {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]porcupine.Annotation(nil), r.notes...)
-}
-
 // RegisterStats counts a register workload's operations.
 type RegisterStats struct {
 	Reads, Writes, CASOK, CASMismatch, Failed atomic.Int64
@@ -182,7 +138,7 @@ const regOpTimeout = 10 * time.Second
 
 // RunReader reads random keys through hs (one per key, same order) as
 // porcupine client id until stop is closed.
-func RunReader(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *Recorder, st *RegisterStats, stop <-chan struct{}) {
+func RunReader(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *linear.Recorder, st *RegisterStats, stop <-chan struct{}) {
 	for !stopped(stop) {
 		k := rng.IntN(len(keys))
 		call := rec.Now()
@@ -207,7 +163,7 @@ func RunReader(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *
 // RunWriter writes unique values to random keys as porcupine client id
 // until stop is closed: half plain writes, half read-then-CAS (the read is
 // recorded too).
-func RunWriter(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *Recorder, st *RegisterStats, stop <-chan struct{}) {
+func RunWriter(id int, keys []string, hs []*client.Handle, rng *rand.Rand, rec *linear.Recorder, st *RegisterStats, stop <-chan struct{}) {
 	for n := 0; !stopped(stop); n++ {
 		k := rng.IntN(len(keys))
 		v := fmt.Sprintf("c%d-%d", id, n)

@@ -4,57 +4,27 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/chubby-dev/chubby/testing/linear"
 )
 
 // History collects porcupine operations and the nemesis's notes from any
-// goroutine, with times in nanoseconds since base on MonoNow's clock (so
-// the lock clients' events, stamped in their own processes, fit in).
+// goroutine (a linear.Recorder), with times in nanoseconds since base on
+// MonoNow's clock, so the lock clients' events, stamped in their own
+// processes, fit in.
 type History struct {
-	base  int64
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	notes []porcupine.Annotation
+	*linear.Recorder
+	base int64
 }
 
 // NewHistory starts a history whose time zero is now.
-func NewHistory() *History { return &History{base: MonoNow()} }
-
-// Now is the history's current time.
-func (h *History) Now() int64 { return MonoNow() - h.base }
+func NewHistory() *History {
+	base := MonoNow()
+	return &History{Recorder: linear.NewRecorderClock(func() int64 { return MonoNow() - base }), base: base}
+}
 
 // At converts a MonoNow reading to the history's time.
 func (h *History) At(mono int64) int64 { return mono - h.base }
-
-// Add records an operation.
-func (h *History) Add(op porcupine.Operation) {
-	h.mu.Lock()
-	h.ops = append(h.ops, op)
-	h.mu.Unlock()
-}
-
-// Note adds an annotation on its own row named tag.
-func (h *History) Note(tag, what string, start, end int64) {
-	h.mu.Lock()
-	h.notes = append(h.notes, porcupine.Annotation{Tag: tag, Start: start, End: end, Description: what})
-	h.mu.Unlock()
-}
-
-// Ops returns the operations recorded so far.
-func (h *History) Ops() []porcupine.Operation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]porcupine.Operation(nil), h.ops...)
-}
-
-// Notes returns the annotations recorded so far.
-func (h *History) Notes() []porcupine.Annotation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]porcupine.Annotation(nil), h.notes...)
-}
 
 // Hold is one successful Acquire of the fencing workload's lock by a
 // worker, with its Release.

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,13 +28,9 @@ import (
 	"github.com/chubby-dev/chubby/testing/proc"
 )
 
-// plan is which schedules a run plays.
-type plan struct {
-	seeds    []uint64
-	dur      time.Duration
-	long     bool
-	explicit bool // CHUBBY_NEMESIS_SEED or _SCHEDULES chose the seeds
-}
+// plan is which schedules a run plays (nemesis.PlanFromEnv: the same
+// environment variables as the in-process nemesis).
+type plan struct{ nemesis.Plan }
 
 // The short run's seeds: fixed, so that `go test` plays the same schedules
 // every time (not the same interleavings: the scheduler decides those);
@@ -45,63 +40,26 @@ var shortSeeds = []uint64{17, 19}
 
 const shortDuration = 10 * time.Second
 
-// planFromEnv reads the same variables as testing/nemesis:
-// CHUBBY_NEMESIS_LONG=1 (20 schedules of 60 s, random seeds, logged),
-// CHUBBY_NEMESIS_SCHEDULES and CHUBBY_NEMESIS_SECONDS (override the count
-// and the length of each), CHUBBY_NEMESIS_SEED=N (play seed N only).
+// planFromEnv is the plan the environment asks for.
 func planFromEnv(t *testing.T) plan {
-	p := plan{seeds: shortSeeds, dur: shortDuration}
-	n := len(shortSeeds)
-	if os.Getenv("CHUBBY_NEMESIS_LONG") == "1" {
-		p.long, p.dur, n = true, 60*time.Second, 20
+	p, err := nemesis.PlanFromEnv(shortSeeds, shortDuration)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if v := os.Getenv("CHUBBY_NEMESIS_SCHEDULES"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 1 {
-			t.Fatalf("CHUBBY_NEMESIS_SCHEDULES=%q: want a positive count", v)
-		}
-		n, p.explicit = k, true
-	}
-	if v := os.Getenv("CHUBBY_NEMESIS_SECONDS"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 3 {
-			t.Fatalf("CHUBBY_NEMESIS_SECONDS=%q: want a count of seconds, at least 3", v)
-		}
-		p.dur = time.Duration(k) * time.Second
-	}
-	switch {
-	case os.Getenv("CHUBBY_NEMESIS_SEED") != "":
-		v := os.Getenv("CHUBBY_NEMESIS_SEED")
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("CHUBBY_NEMESIS_SEED=%q: %v", v, err)
-		}
-		p.seeds, p.explicit = []uint64{s}, true
-	case p.long:
-		p.seeds = nil
-		for range n {
-			p.seeds = append(p.seeds, rand.Uint64()%1_000_000_000)
-		}
-	default:
-		for len(p.seeds) < n {
-			p.seeds = append(p.seeds, uint64(len(p.seeds)+1))
-		}
-		p.seeds = p.seeds[:n]
-	}
-	return p
+	return plan{p}
 }
 
 // bounds are the schedule bounds of a plan.
 func (p plan) bounds() Bounds {
 	b := Bounds{
-		Duration: p.dur,
+		Duration: p.Duration,
 		MinGap:   300 * time.Millisecond, MaxGap: 1200 * time.Millisecond,
 		MinHold: 500 * time.Millisecond, MaxHold: 3 * time.Second,
 		MinPause: lockPause, MaxPause: lockPause + 2*time.Second,
 		MinDelay: 5 * time.Millisecond, MaxDelay: 60 * time.Millisecond,
 		MaxOverlap: 3,
 	}
-	if p.long {
+	if p.Long {
 		b.MinGap, b.MaxGap = 500*time.Millisecond, 5*time.Second
 		b.MinHold, b.MaxHold = time.Second, 10*time.Second
 		b.MaxPause = 60 * time.Second
@@ -136,22 +94,22 @@ var (
 // chubbyd processes under both workloads and checks their histories.
 func TestProcNemesis(t *testing.T) {
 	p := planFromEnv(t)
-	t.Logf("process nemesis plan: %d schedules of %v, seeds %v", len(p.seeds), p.dur, p.seeds)
+	t.Logf("process nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
 	start := time.Now()
 	injected := map[Kind]int{}
-	for _, seed := range p.seeds {
+	for _, seed := range p.Seeds {
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
 					t.Logf("FAILED under process nemesis seed %d: replay with\n  CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d%s go test -count=1 -run TestProcNemesis -v ./testing/procnemesis",
-						seed, seed, int(p.dur/time.Second), map[bool]string{true: " CHUBBY_NEMESIS_LONG=1", false: ""}[p.long])
+						seed, seed, int(p.Duration/time.Second), map[bool]string{true: " CHUBBY_NEMESIS_LONG=1", false: ""}[p.Long])
 				}
 			}()
 			for k, n := range runSchedule(t, seed, p) {
 				injected[k] += n
 			}
 		})
-		if !ok && !p.long {
+		if !ok && !p.Long {
 			break
 		}
 	}
@@ -160,7 +118,7 @@ func TestProcNemesis(t *testing.T) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, injected[k]))
 	}
 	t.Logf("faults injected over the plan (%v): %s", time.Since(start).Round(time.Second), strings.Join(parts, " "))
-	if !p.explicit && !p.long && !t.Failed() {
+	if !p.Explicit && !p.Long && !t.Failed() {
 		for _, k := range Kinds() {
 			if injected[k] == 0 {
 				t.Errorf("the short plan injected no %s fault: its seeds no longer cover every kind", k)
@@ -173,7 +131,7 @@ func TestProcNemesis(t *testing.T) {
 // fault between them (whether each is injected also depends on the cell:
 // TestProcNemesis checks that).
 func TestShortPlanDrawsEveryKind(t *testing.T) {
-	b := plan{dur: shortDuration}.bounds()
+	b := plan{nemesis.Plan{Duration: shortDuration}}.bounds()
 	seen := map[Kind]int{}
 	for _, seed := range shortSeeds {
 		for k, n := range NewSchedule(seed, b).Kinds() {
@@ -377,7 +335,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	r.Run(sched)
 	healedAt, healedMono := h.Now(), MonoNow()
 	t.Logf("seed %d: schedule played in %v (planned %v); faults injected: %s; skipped: %s",
-		seed, time.Since(schedStart).Round(time.Millisecond), p.dur, kindCounts(r.Injected), kindCounts(r.Skipped))
+		seed, time.Since(schedStart).Round(time.Millisecond), p.Duration, kindCounts(r.Injected), kindCounts(r.Skipped))
 
 	// Liveness once healed: one master, a write served, every client
 	// making progress again.
@@ -410,7 +368,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 		}
 		return ""
 	})
-	healTook := time.Since(schedStart) - p.dur
+	healTook := time.Since(schedStart) - p.Duration
 	// No raft connection went around the proxies: raft warns when it has
 	// no route for a server and dials its advertised address instead.
 	for _, s := range servers {
@@ -520,18 +478,18 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	if regStats.Writes.Load()+regStats.CASOK.Load() == 0 {
 		t.Errorf("seed %d: no register write succeeded", seed)
 	}
-	if dup := duplicateWrites(h.Ops()); dup != "" {
+	if dup := duplicateWrites(h.History()); dup != "" {
 		t.Fatalf("seed %d: harness bug: %s (CASRegisterModel needs unique values)", seed, dup)
 	}
 	checkStart := time.Now()
 	t.Run("registers", func(t *testing.T) {
-		linear.Check(t, nemesis.CASRegisterModel, h.Ops(), h.Notes()...)
+		linear.Check(t, nemesis.CASRegisterModel, h.History(), h.Annotations()...)
 	})
 	t.Run("lock", func(t *testing.T) {
-		linear.Check(t, linear.LockModel, LockHistory(events, lockPath, h.At), h.Notes()...)
+		linear.Check(t, linear.LockModel, LockHistory(events, lockPath, h.At), h.Annotations()...)
 	})
 	t.Logf("seed %d took %v: setup %v, schedule %v, heal and progress %v, checks %v", seed, time.Since(began).Round(time.Millisecond),
-		setupTook.Round(time.Millisecond), p.dur, healTook.Round(time.Millisecond), time.Since(checkStart).Round(time.Millisecond))
+		setupTook.Round(time.Millisecond), p.Duration, healTook.Round(time.Millisecond), time.Since(checkStart).Round(time.Millisecond))
 	return r.Injected
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/testing/nemesis"
 )
 
 // TestScheduleFromSeed: a seed gives one schedule; its steps start in
@@ -13,9 +15,9 @@ import (
 // as kinds has every kind (the deck).
 func TestScheduleFromSeed(t *testing.T) {
 	for _, long := range []bool{false, true} {
-		p := plan{dur: shortDuration, long: long}
+		p := plan{nemesis.Plan{Duration: shortDuration, Long: long}}
 		if long {
-			p.dur = 60 * time.Second
+			p.Duration = 60 * time.Second
 		}
 		b := p.bounds()
 		for seed := uint64(0); seed < 50; seed++ {
@@ -65,7 +67,7 @@ func TestScheduleFromSeed(t *testing.T) {
 			}
 		}
 	}
-	b := plan{dur: shortDuration}.bounds()
+	b := plan{nemesis.Plan{Duration: shortDuration}}.bounds()
 	if NewSchedule(1, b).String() == NewSchedule(2, b).String() {
 		t.Errorf("seeds 1 and 2 drew the same schedule")
 	}
@@ -77,23 +79,23 @@ func TestPlanFromEnv(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	p := planFromEnv(t)
-	if !reflect.DeepEqual(p.seeds, shortSeeds) || p.dur != shortDuration || p.long || p.explicit {
+	if !reflect.DeepEqual(p.Seeds, shortSeeds) || p.Duration != shortDuration || p.Long || p.Explicit {
 		t.Fatalf("default plan %+v", p)
 	}
 	t.Setenv("CHUBBY_NEMESIS_LONG", "1")
 	p = planFromEnv(t)
-	if len(p.seeds) != 20 || p.dur != 60*time.Second || !p.long {
+	if len(p.Seeds) != 20 || p.Duration != 60*time.Second || !p.Long {
 		t.Fatalf("long plan %+v", p)
 	}
 	t.Setenv("CHUBBY_NEMESIS_SCHEDULES", "2")
 	t.Setenv("CHUBBY_NEMESIS_SECONDS", "45")
 	p = planFromEnv(t)
-	if len(p.seeds) != 2 || p.dur != 45*time.Second || !p.long {
+	if len(p.Seeds) != 2 || p.Duration != 45*time.Second || !p.Long {
 		t.Fatalf("long plan with overrides %+v", p)
 	}
 	t.Setenv("CHUBBY_NEMESIS_SEED", "77")
 	p = planFromEnv(t)
-	if !reflect.DeepEqual(p.seeds, []uint64{77}) || p.dur != 45*time.Second || !p.explicit {
+	if !reflect.DeepEqual(p.Seeds, []uint64{77}) || p.Duration != 45*time.Second || !p.Explicit {
 		t.Fatalf("replay plan %+v", p)
 	}
 }
