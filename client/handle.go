@@ -380,6 +380,11 @@ func (h *Handle) markLost() {
 
 // Release frees the lock this handle holds. It names the acquisition's
 // generation, so a retried Release never frees a later acquisition.
+// Whatever it returns, the handle no longer counts the lock as held. When
+// it fails without an answer from the cell (ctx ended, the cell
+// unreachable) the session may still hold the lock: it is freed when the
+// session ends, or an Acquire through the handle gets that same hold back
+// (same sequencer), which a Release can then free.
 func (h *Handle) Release(ctx context.Context) error {
 	h.c.mu.Lock()
 	l := h.lock

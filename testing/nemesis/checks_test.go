@@ -198,6 +198,22 @@ func TestCheckLocks(t *testing.T) {
 			t.Errorf("%s: violations %q, want one containing %q", tc.name, bad, tc.want)
 		}
 	}
+	// A client whose Release timed out is granted, by its next Acquire, the
+	// hold its session still had: one hold, not two holders.
+	again := []Hold{hold(1, 0, 10, 0, 1, 2, false), hold(3, 0, 10, 3, 4, 5, true), hold(4, 1, 12, 5, 6, 7, true)}
+	againOps := []StoreOp{rd(1, 10, 0), wr(1, 10, 1), rd(3, 10, 1), wr(3, 10, 2), rd(4, 12, 2), wr(4, 12, 3)}
+	if bad := CheckLocks(again, againOps, 3); len(bad) != 0 {
+		t.Errorf("a hold granted again after a failed release: %v", bad)
+	}
+	// Not when the release succeeded, nor for another client.
+	again[0].RelOK = true
+	if bad := CheckLocks(again, againOps, 3); !strings.Contains(strings.Join(bad, "\n"), "both got generation 10") {
+		t.Errorf("generation 10 granted again after a successful release: violations %q", bad)
+	}
+	again[0].RelOK, again[1].Client = false, 2
+	if bad := CheckLocks(again, againOps, 3); !strings.Contains(strings.Join(bad, "\n"), "both got generation 10") {
+		t.Errorf("generation 10 granted to another client: violations %q", bad)
+	}
 	// A superseded holder whose release failed may overlap the next one.
 	if bad := CheckLocks([]Hold{hold(1, 0, 10, 0, 1, 9, false), hold(2, 1, 12, 0, 5, 20, true)}, nil, 0); len(bad) != 0 {
 		t.Errorf("an expired holder overlapping its successor: %v", bad)

@@ -120,6 +120,12 @@ type Hold struct {
 //     never decrease, in admission order.
 //  2. One holder per generation: distinct holds have distinct generations,
 //     and every admitted operation of a generation was made under one hold.
+//     One exception, which is no second holder: a client whose Release
+//     failed (timed out: the cell may still hold the lock for its session)
+//     and whose next Acquire returned the same generation was granted the
+//     hold its session still had (fs answers a repeated Acquire with the
+//     existing hold); the two holds are one, as they are for checks 4
+//     and 5.
 //  3. No lost or duplicated increment: the admitted writes, in admission
 //     order, wrote 1, 2, 3, ... k, each right after an admitted read of the
 //     same hold that returned one less, and the final counter is k.
@@ -132,10 +138,23 @@ type Hold struct {
 //     no longer have succeeded.)
 func CheckLocks(holds []Hold, ops []StoreOp, final int) []string {
 	var bad []string
+	// same maps each hold to the first of the holds it continues (itself
+	// when it continues none).
+	same := map[int]int{}
+	last := map[int]Hold{} // each client's latest hold, in AcqReturn order
+	ordered := append([]Hold(nil), holds...)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].AcqReturn < ordered[j].AcqReturn })
+	for _, h := range ordered {
+		same[h.ID] = h.ID
+		if p, ok := last[h.Client]; ok && p.Gen == h.Gen && !p.RelOK {
+			same[h.ID] = same[p.ID]
+		}
+		last[h.Client] = h
+	}
 	byGen := map[uint64]Hold{}
 	byID := map[int]Hold{}
 	for _, h := range holds {
-		if o, ok := byGen[h.Gen]; ok {
+		if o, ok := byGen[h.Gen]; ok && same[o.ID] != same[h.ID] {
 			bad = append(bad, fmt.Sprintf("holds %d (client %d) and %d (client %d) both got generation %d", o.ID, o.Client, h.ID, h.Client, h.Gen))
 		}
 		byGen[h.Gen] = h
@@ -149,7 +168,7 @@ func CheckLocks(holds []Hold, ops []StoreOp, final int) []string {
 			bad = append(bad, fmt.Sprintf("store op %d (hold %d) admitted generation %d after generation %d", i, op.Hold, op.Gen, maxGen))
 		}
 		maxGen = max(maxGen, op.Gen)
-		if h, ok := genHold[op.Gen]; ok && h != op.Hold {
+		if h, ok := genHold[op.Gen]; ok && same[h] != same[op.Hold] {
 			bad = append(bad, fmt.Sprintf("store op %d: generation %d used by holds %d and %d", i, op.Gen, h, op.Hold))
 		}
 		genHold[op.Gen] = op.Hold
@@ -169,7 +188,7 @@ func CheckLocks(holds []Hold, ops []StoreOp, final int) []string {
 	}
 	for _, a := range holds {
 		for _, b := range holds {
-			if a.ID == b.ID {
+			if same[a.ID] == same[b.ID] {
 				continue
 			}
 			if a.AcqReturn < b.AcqCall && b.Gen <= a.Gen {
