@@ -1,10 +1,13 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
 )
 
@@ -56,5 +59,56 @@ func TestLockLostLifecycle(t *testing.T) {
 	}
 	if !isClosed(second) {
 		t.Fatal("Handle.Close did not release the lock")
+	}
+}
+
+// TestReleaseWithoutAnswer: a Release whose request never reaches the
+// master fails when its context ends; the session still holds the lock (no
+// one else can take it), an Acquire through the handle gets that same hold
+// back — the same sequencer — and a Release then frees it.
+func TestReleaseWithoutAnswer(t *testing.T) {
+	c := cell.Start(t, cell.WithManualClock())
+	p := c.NewProxy(t)
+	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true})
+	other := c.Dial(t, client.Config{})
+	path := c.Path("lock")
+	h, err := cl.Open(ctxT(t), path, client.Create())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Acquire(ctxT(t), client.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	seq := mustSeq(t, h)
+
+	p.DropRequests(func(r *wire.Request) bool { return r.Method == wire.MRelease })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = h.Release(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a Release the master never saw succeeded")
+	}
+	p.DropRequests(nil)
+	if _, err := h.Sequencer(); !errors.Is(err, client.ErrNotHeld) {
+		t.Fatalf("after a failed Release the handle still counts the lock as held: %v", err)
+	}
+	oh, err := other.Open(ctxT(t), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oh.TryAcquire(ctxT(t), client.Exclusive); !errors.Is(err, client.ErrLockHeld) {
+		t.Fatalf("another session took the lock a failed Release left held: %v", err)
+	}
+	if err := h.Acquire(ctxT(t), client.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if again := mustSeq(t, h); again != seq {
+		t.Fatalf("Acquire after the failed Release got %v, want the hold the session still had, %v", again, seq)
+	}
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := oh.TryAcquire(ctxT(t), client.Exclusive); err != nil {
+		t.Fatalf("the lock was not free after the Release: %v", err)
 	}
 }
