@@ -39,30 +39,11 @@ type Child struct {
 // read; every call has returned before Wait or Done report the exit.
 func StartChild(t testing.TB, name string, cmd *exec.Cmd, onLine func(line string, at time.Time)) *Child {
 	t.Helper()
-	errFile, err := os.CreateTemp(t.TempDir(), name+"-stderr-")
+	inW, outR, stderrPath, err := startPiped(t, name, cmd)
 	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errFile
-	c := &Child{Name: name, StderrPath: errFile.Name(), cmd: cmd, stdin: inW, done: make(chan struct{})}
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errFile.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
 		t.Fatalf("proc: start %s: %v", name, err)
 	}
+	c := &Child{Name: name, StderrPath: stderrPath, cmd: cmd, stdin: inW, done: make(chan struct{})}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -170,4 +151,37 @@ func (c *Child) Kill() {
 func (c *Child) Stderr() string {
 	b, _ := os.ReadFile(c.StderrPath)
 	return string(b)
+}
+
+// startPiped starts cmd in a process group of its own (sysProcAttr) with
+// stdin and stdout pipes and stderr to a file in t.TempDir(): it returns the
+// test's ends of the pipes and the stderr file's path. On an error nothing
+// is left open. (The tests' own ends of the pipes are closed in the test
+// process, so EOF on stdout means the process and what it started closed
+// theirs.)
+func startPiped(t testing.TB, name string, cmd *exec.Cmd) (stdin, stdout *os.File, stderrPath string, err error) {
+	errFile, err := os.CreateTemp(t.TempDir(), name+"-stderr-")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer errFile.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer inR.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inW.Close()
+		return nil, nil, "", err
+	}
+	defer outW.Close()
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errFile
+	if err := cmd.Start(); err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, nil, "", err
+	}
+	return inW, outR, errFile.Name(), nil
 }

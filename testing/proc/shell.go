@@ -216,33 +216,14 @@ func StartSh(t testing.TB, cell string, args ...string) *Shell {
 	if cell != "" {
 		argv = append([]string{"-cell", cell}, args...)
 	}
-	errFile, err := os.CreateTemp(t.TempDir(), "chubbysh-stderr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bins.Chubbysh, argv...)
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errFile
-	sh := &Shell{Args: argv, cmd: cmd, stdin: inW, stderrPath: errFile.Name(),
-		newLine: make(chan struct{}), eof: make(chan struct{}), done: make(chan struct{})}
-	sh.Started = time.Now()
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errFile.Close()
+	started := time.Now()
+	inW, outR, stderrPath, err := startPiped(t, "chubbysh", cmd)
 	if err != nil {
-		inW.Close()
-		outR.Close()
 		t.Fatalf("start chubbysh: %v", err)
 	}
+	sh := &Shell{Args: argv, Started: started, cmd: cmd, stdin: inW, stderrPath: stderrPath,
+		newLine: make(chan struct{}), eof: make(chan struct{}), done: make(chan struct{})}
 	go sh.readStdout(outR)
 	go func() {
 		err := cmd.Wait()
