@@ -183,14 +183,20 @@ func (t *leaseTable) remove(id uint64) {
 func (t *leaseTable) check(id uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	_, err := t.leaseLocked(id)
+	return err
+}
+
+// leaseLocked returns the session's lease, or check's error; t.mu is held.
+func (t *leaseTable) leaseLocked(id uint64) (*lease, error) {
 	l, ok := t.m[id]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: session %d", fs.ErrSessionExpired, id)
+		return nil, fmt.Errorf("%w: session %d", fs.ErrSessionExpired, id)
 	case l.ending:
-		return fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
+		return nil, fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
 	}
-	return nil
+	return l, nil
 }
 
 // keepAlive records the acknowledged invalidations, extends the lease to
@@ -200,14 +206,10 @@ func (t *leaseTable) check(id uint64) error {
 func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval uint64) error {
 	now := t.s.clock.Now()
 	t.mu.Lock()
-	l, ok := t.m[id]
-	if !ok {
+	l, err := t.leaseLocked(id)
+	if err != nil {
 		t.mu.Unlock()
-		return fs.ErrSessionExpired
-	}
-	if l.ending {
-		t.mu.Unlock()
-		return fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
+		return err
 	}
 	t.ackLocked(l, ackInval)
 	// A KeepAlive of this master's epoch: the client has flushed its cache.
