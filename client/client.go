@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chubby-dev/chubby/cache"
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/chubby-dev/chubby/cache"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Config configures a Client.
@@ -141,7 +141,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		c.log.Debug("dial attempt failed", "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: no master reachable at %v: %v", fs.ErrUnavailable, cfg.Servers, err)
+			return nil, fmt.Errorf("%w: no master reachable at %v: %v", wire.ErrUnavailable, cfg.Servers, err)
 		case <-time.After(c.backoff(&bo)):
 		}
 	}
@@ -366,7 +366,7 @@ func (c *Client) dropConn(conn *rpcConn) {
 // retryable: the call was refused before it was applied (or the connection
 // failed) and may be retried on the master once found.
 func retryable(err error) bool {
-	return errors.Is(err, fs.ErrNotMaster) || errors.Is(err, fs.ErrWrongEpoch) || errors.Is(err, errConnLost)
+	return errors.Is(err, wire.ErrNotMaster) || errors.Is(err, wire.ErrWrongEpoch) || errors.Is(err, errConnLost)
 }
 
 // beginCall numbers a mutating call; endCall marks its reply received.
@@ -525,7 +525,7 @@ func (c *Client) keepAliveLoop() {
 				}
 				c.invalAck.Store(r.rep.InvalSeq)
 				for _, ev := range r.rep.Events {
-					if ev.Type == string(EventHandleInvalid) {
+					if ev.Type == wire.EventHandleInvalid {
 						// The node is gone; so is the master's subscription.
 						c.mu.Lock()
 						delete(c.watches, ev.Path)

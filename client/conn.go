@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // errConnLost: the connection failed while a call was in flight; the call may

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Sentinel errors, shared with the server through package fs so errors.Is
@@ -40,7 +41,7 @@ var (
 	// ErrPermission: the operation is not allowed on this node.
 	ErrPermission = fs.ErrPermission
 	// ErrUnavailable: no master could be reached in time.
-	ErrUnavailable = fs.ErrUnavailable
+	ErrUnavailable = wire.ErrUnavailable
 	// ErrClosed: the Client or Handle was closed.
 	ErrClosed = errors.New("client closed")
 )

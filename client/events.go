@@ -1,24 +1,31 @@
 package client
 
-import "time"
+import (
+	"time"
 
-// EventType names an event. The names are those of CONTRACT.md.
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// EventType names an event. The names are CONTRACT.md's.
 type EventType string
 
-// Session and handle events.
+// Session events: the session's state as the client sees it.
 const (
-	EventJeopardy       EventType = "jeopardy"
-	EventSafe           EventType = "safe"
-	EventExpired        EventType = "expired"
-	EventMasterFailover EventType = "master_failover"
+	EventJeopardy       = EventType(wire.EventJeopardy)
+	EventSafe           = EventType(wire.EventSafe)
+	EventExpired        = EventType(wire.EventExpired)
+	EventMasterFailover = EventType(wire.EventMasterFailover)
+)
 
-	EventContentsModified EventType = "contents_modified"
-	EventChildAdded       EventType = "child_added"
-	EventChildRemoved     EventType = "child_removed"
-	EventChildModified    EventType = "child_modified"
-	EventLockAcquired     EventType = "lock_acquired"
-	EventConflictingLock  EventType = "conflicting_lock"
-	EventHandleInvalid    EventType = "handle_invalid"
+// Handle events: changes to nodes opened WithEvents, after they committed.
+const (
+	EventContentsModified = EventType(wire.EventContentsModified)
+	EventChildAdded       = EventType(wire.EventChildAdded)
+	EventChildRemoved     = EventType(wire.EventChildRemoved)
+	EventChildModified    = EventType(wire.EventChildModified)
+	EventLockAcquired     = EventType(wire.EventLockAcquired)
+	EventConflictingLock  = EventType(wire.EventConflictingLock)
+	EventHandleInvalid    = EventType(wire.EventHandleInvalid)
 )
 
 // Event is delivered on Client.Events.

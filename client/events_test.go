@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // ev is an expected event.

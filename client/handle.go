@@ -8,7 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/cache"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Handle is an open node. It is bound to the node's instance: once the node
@@ -53,19 +53,9 @@ func WithEvents(types ...EventType) OpenOption {
 			a.Events |= wire.EvAll
 		}
 		for _, t := range types {
-			a.Events |= eventBits[t]
+			a.Events |= wire.EventType(t).Bit()
 		}
 	}
-}
-
-var eventBits = map[EventType]uint32{
-	EventContentsModified: wire.EvContentsModified,
-	EventChildAdded:       wire.EvChildAdded,
-	EventChildRemoved:     wire.EvChildRemoved,
-	EventChildModified:    wire.EvChildModified,
-	EventLockAcquired:     wire.EvLockAcquired,
-	EventConflictingLock:  wire.EvConflictingLock,
-	EventHandleInvalid:    wire.EvHandleInvalid,
 }
 
 // Open returns a handle on path, creating the node if an option says so.

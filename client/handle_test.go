@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TestLockLostLifecycle: LockLost is nil while no lock is held, open while

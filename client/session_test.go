@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
-	"go.uber.org/goleak"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

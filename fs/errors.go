@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error the state machine returns wraps exactly one of
-// them, so callers on both sides of the wire test with errors.Is. Code names
-// the sentinel on the wire; FromCode turns it back into the same sentinel.
+// Sentinel errors of the state machine. Every error Apply returns wraps
+// exactly one of them, so callers test with errors.Is; package wire maps each
+// to a code on the wire and back to the same sentinel.
 var (
 	// ErrNoSuchNode: the path names no node (Stat, Get, Delete, Open without create).
 	ErrNoSuchNode = errors.New("no such node")
@@ -43,14 +43,10 @@ var (
 	ErrPermission = errors.New("permission denied")
 	// ErrBadRequest: a malformed command or call.
 	ErrBadRequest = errors.New("bad request")
-	// ErrWrongEpoch: a call stamped with another master epoch.
-	ErrWrongEpoch = errors.New("wrong master epoch")
-	// ErrNotMaster: the server is not the master.
-	ErrNotMaster = errors.New("not the master")
-	// ErrUnavailable: the cell cannot serve now (no quorum, shutting down).
-	ErrUnavailable = errors.New("cell unavailable")
 )
 
+// codes names each sentinel in remembered call results (kept in snapshots)
+// and on the wire; package wire adds the RPC layer's own.
 var codes = []struct {
 	code string
 	err  error
@@ -71,23 +67,20 @@ var codes = []struct {
 	{"bad_sequencer", ErrBadSequencer},
 	{"permission_denied", ErrPermission},
 	{"bad_request", ErrBadRequest},
-	{"wrong_epoch", ErrWrongEpoch},
-	{"not_master", ErrNotMaster},
-	{"unavailable", ErrUnavailable},
 }
 
-// Code returns the wire code of the sentinel err wraps, or "internal".
+// Code returns the code of the state-machine sentinel err wraps, or "".
 func Code(err error) string {
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			return c.code
 		}
 	}
-	return "internal"
+	return ""
 }
 
-// FromCode rebuilds an error received on the wire: it wraps the sentinel
-// named by code (if any) and carries msg as its text.
+// FromCode rebuilds an error from Code's result and its text: it wraps the
+// sentinel named by code, or is a plain error if code names none.
 func FromCode(code, msg string) error {
 	for _, c := range codes {
 		if c.code == code {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // wantBadFrame reads what the server says about a broken stream: one
@@ -158,7 +158,7 @@ func TestBadInput(t *testing.T) {
 		for _, e := range []uint64{0, epoch - 1, epoch + 1, epoch + 1000} {
 			r.Epoch = e
 			err := r.Call(wire.MGetStat, wire.NodeArgs{Path: c.Path("keep")}, nil)
-			if !errors.Is(err, fs.ErrWrongEpoch) || fs.Code(err) != "wrong_epoch" {
+			if !errors.Is(err, wire.ErrWrongEpoch) || wire.Code(err) != "wrong_epoch" {
 				t.Fatalf("call with epoch %d (master's %d): %v, want wrong_epoch", e, epoch, err)
 			}
 		}
@@ -166,7 +166,7 @@ func TestBadInput(t *testing.T) {
 		rawCall(t, r, wire.MSetContents, wire.SetContentsArgs{Path: c.Path("epoch-ok"), Data: []byte("x"), Create: true}, nil)
 		r.Epoch = epoch + 1
 		err := r.Call(wire.MSetContents, wire.SetContentsArgs{Path: c.Path("keep"), Data: []byte("clobbered")}, nil)
-		wantErr(t, err, fs.ErrWrongEpoch, "write with a wrong epoch")
+		wantErr(t, err, wire.ErrWrongEpoch, "write with a wrong epoch")
 		check(t) // and "keep" was not clobbered
 	})
 

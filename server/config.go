@@ -7,10 +7,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
 )
 
 // Config configures one chubbyd server.

@@ -9,8 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // bodyTimeout bounds how long a started frame may take to arrive whole.
@@ -59,7 +58,7 @@ func (c *conn) send(resp *wire.Response) {
 func (c *conn) reply(id uint64, body any, err error) {
 	resp := &wire.Response{ID: id}
 	if err != nil {
-		resp.Code = fs.Code(err)
+		resp.Code = wire.Code(err)
 		resp.Error = err.Error()
 	} else if body != nil {
 		b, merr := wire.Marshal(body)
@@ -110,5 +109,5 @@ func (c *conn) serve() {
 }
 
 func errBadRequest(format string, args ...any) error {
-	return fs.FromCode("bad_request", "bad request: "+sprintf(format, args...))
+	return wire.FromCode("bad_request", "bad request: "+sprintf(format, args...))
 }

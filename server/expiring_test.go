@@ -7,8 +7,8 @@ import (
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TestExpiryInFlightIsNotExpired: while the master's expiry of a session is
@@ -36,7 +36,7 @@ func TestExpiryInFlightIsNotExpired(t *testing.T) {
 		{"KeepAlive", wire.MKeepAlive, wire.KeepAliveArgs{Urgent: true}},
 	} {
 		err := r.Call(call.m, call.args, nil)
-		if errors.Is(err, fs.ErrSessionExpired) || !errors.Is(err, fs.ErrUnavailable) {
+		if errors.Is(err, fs.ErrSessionExpired) || !errors.Is(err, wire.ErrUnavailable) {
 			t.Fatalf("%s while the session's expiry is in flight: %v; want a retryable ErrUnavailable, not expired", call.name, err)
 		}
 	}

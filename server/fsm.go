@@ -5,8 +5,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/chubby-dev/chubby/fs"
 	"github.com/hashicorp/raft"
+
+	"github.com/chubby-dev/chubby/fs"
 )
 
 // fsm adapts the pure fs.State to raft.FSM. Apply runs on raft's FSM

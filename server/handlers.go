@@ -6,10 +6,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/hashicorp/raft"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // call is one request being served.
@@ -89,10 +90,10 @@ func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
 	}
 	epoch := s.epoch.Load()
 	if epoch == 0 {
-		return nil, fmt.Errorf("%w: %s is not serving as master", fs.ErrNotMaster, s.cfg.NodeID)
+		return nil, fmt.Errorf("%w: %s is not serving as master", wire.ErrNotMaster, s.cfg.NodeID)
 	}
 	if req.Epoch != epoch {
-		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", fs.ErrWrongEpoch, req.Epoch, epoch)
+		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
 	}
 	if spec.needSession {
 		if err := s.leases.check(req.Session); err != nil {
@@ -153,7 +154,7 @@ func (c *call) hello() (any, error) {
 func (c *call) members() (any, error) {
 	cf := c.s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
 	_, leader := c.s.raft.LeaderWithID()
 	book := c.s.members.snapshot()
@@ -183,7 +184,7 @@ func (c *call) removeServer() (any, error) {
 	}
 	cf := c.s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return nil, fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
 	found := false
 	for _, srv := range cf.Configuration().Servers {
@@ -198,7 +199,7 @@ func (c *call) removeServer() (any, error) {
 	}
 	c.s.log.Info("removing server for good", "node", a.Name)
 	if err := c.s.raft.RemoveServer(raft.ServerID(a.Name), 0, 10*time.Second).Error(); err != nil {
-		return nil, fmt.Errorf("%w: remove %s: %v", fs.ErrUnavailable, a.Name, err)
+		return nil, fmt.Errorf("%w: remove %s: %v", wire.ErrUnavailable, a.Name, err)
 	}
 	return wire.Empty{}, nil
 }
@@ -434,7 +435,7 @@ func (c *call) acquire() (any, error) {
 		// revokeMaster does (unavailable would make it give up a wait the
 		// cell may still grant).
 		unregister()
-		return nil, fmt.Errorf("%w: %s is shutting down", fs.ErrNotMaster, s.cfg.NodeID)
+		return nil, fmt.Errorf("%w: %s is shutting down", wire.ErrNotMaster, s.cfg.NodeID)
 	}
 }
 

@@ -7,9 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chubby-dev/chubby/fs"
 )
 
 // Status is what /status reports.

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // metric reads a counter or gauge without labels from the server's /metrics.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // parkKeepAlive sends a KeepAlive and returns once the master has parked it:

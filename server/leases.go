@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // stallThreshold: a timer that fires this late means the master
@@ -101,7 +101,7 @@ func (t *leaseTable) reset(now time.Time, sessions []fs.SessionInfo) {
 	}
 	t.s.metrics.sessions.Set(float64(len(t.m)))
 	t.mu.Unlock()
-	answerAll(parked, nil, fs.ErrNotMaster)
+	answerAll(parked, nil, wire.ErrNotMaster)
 }
 
 func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration) {
@@ -124,7 +124,7 @@ func (t *leaseTable) clear() {
 	parked := t.clearLocked()
 	t.s.metrics.sessions.Set(0)
 	t.mu.Unlock()
-	answerAll(parked, nil, fs.ErrNotMaster)
+	answerAll(parked, nil, wire.ErrNotMaster)
 }
 
 func (t *leaseTable) clearLocked() []*poll {
@@ -194,7 +194,7 @@ func (t *leaseTable) leaseLocked(id uint64) (*lease, error) {
 	case !ok:
 		return nil, fmt.Errorf("%w: session %d", fs.ErrSessionExpired, id)
 	case l.ending:
-		return nil, fmt.Errorf("%w: session %d is being expired", fs.ErrUnavailable, id)
+		return nil, fmt.Errorf("%w: session %d is being expired", wire.ErrUnavailable, id)
 	}
 	return l, nil
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TestExpiredSessionLosesLocksAfterTTLAndLockDelay follows a holder that

@@ -6,8 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
 	"github.com/hashicorp/raft"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Group commit. Concurrent commands are packed into one raft log entry (a
@@ -109,9 +111,9 @@ func (q *proposer) apply(batch []*proposal, size int) {
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			err = fmt.Errorf("%w: %v", fs.ErrNotMaster, err)
+			err = fmt.Errorf("%w: %v", wire.ErrNotMaster, err)
 		default:
-			err = fmt.Errorf("%w: %v", fs.ErrUnavailable, err)
+			err = fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 		}
 		for _, p := range batch {
 			p.err = err
@@ -120,7 +122,7 @@ func (q *proposer) apply(batch []*proposal, size int) {
 	}
 	results, ok := f.Response().([]*fs.Result)
 	if !ok || len(results) != len(batch) {
-		err := fmt.Errorf("%w: unexpected apply response %T", fs.ErrUnavailable, f.Response())
+		err := fmt.Errorf("%w: unexpected apply response %T", wire.ErrUnavailable, f.Response())
 		if r, isRes := f.Response().(*fs.Result); isRes && r.Err != nil {
 			err = r.Err
 		}

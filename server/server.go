@@ -15,11 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Server is one chubbyd: a raft replica of the namespace and, when it is the
@@ -510,7 +512,7 @@ func (s *Server) revokeMaster() {
 	s.waitMu.Lock()
 	for k, ch := range s.waits {
 		select {
-		case ch <- waitResult{err: fs.FromCode("not_master", "not the master any more")}:
+		case ch <- waitResult{err: wire.FromCode("not_master", "not the master any more")}:
 		default:
 		}
 		delete(s.waits, k)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // tracker is the master's in-memory knowledge of which sessions may cache
@@ -153,7 +153,7 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	t.s.metrics.invalWait.Observe(time.Since(start).Seconds())
 	select {
 	case <-t.s.shutdown:
-		return release, fmt.Errorf("%w: %s is shutting down", fs.ErrNotMaster, t.s.cfg.NodeID)
+		return release, fmt.Errorf("%w: %s is shutting down", wire.ErrNotMaster, t.s.cfg.NodeID)
 	default:
 	}
 	return release, nil
@@ -239,7 +239,8 @@ func (t *tracker) publish(changes []fs.Change) {
 	}
 	out := map[uint64][]wire.Event{}
 	t.mu.Lock()
-	emit := func(watched string, bit uint32, typ, path string) {
+	emit := func(watched string, typ wire.EventType, path string) {
+		bit := typ.Bit()
 		for sess, mask := range t.watches[watched] {
 			if mask&bit != 0 {
 				out[sess] = append(out[sess], wire.Event{Type: typ, Path: path})
@@ -250,21 +251,21 @@ func (t *tracker) publish(changes []fs.Change) {
 		dir, _ := fs.Split(ch.Path)
 		switch ch.Kind {
 		case fs.Created:
-			emit(dir, wire.EvChildAdded, "child_added", ch.Path)
+			emit(dir, wire.EventChildAdded, ch.Path)
 		case fs.Modified:
-			emit(ch.Path, wire.EvContentsModified, "contents_modified", ch.Path)
-			emit(dir, wire.EvChildModified, "child_modified", ch.Path)
+			emit(ch.Path, wire.EventContentsModified, ch.Path)
+			emit(dir, wire.EventChildModified, ch.Path)
 		case fs.Deleted:
-			emit(ch.Path, wire.EvHandleInvalid, "handle_invalid", ch.Path)
-			emit(dir, wire.EvChildRemoved, "child_removed", ch.Path)
+			emit(ch.Path, wire.EventHandleInvalid, ch.Path)
+			emit(dir, wire.EventChildRemoved, ch.Path)
 			for sess := range t.watches[ch.Path] {
 				delete(t.watchedBy[sess], ch.Path)
 			}
 			delete(t.watches, ch.Path)
 		case fs.LockAcquired:
-			emit(ch.Path, wire.EvLockAcquired, "lock_acquired", ch.Path)
+			emit(ch.Path, wire.EventLockAcquired, ch.Path)
 		case fs.LockConflict:
-			emit(ch.Path, wire.EvConflictingLock, "conflicting_lock", ch.Path)
+			emit(ch.Path, wire.EventConflictingLock, ch.Path)
 		}
 	}
 	t.mu.Unlock()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // readVerifier makes reads linearizable: before a read is answered from the
@@ -48,10 +48,10 @@ func (v *readVerifier) startLocked() {
 	go func() {
 		err := v.s.raft.VerifyLeader().Error()
 		if err == nil && !v.s.IsMaster() {
-			err = fs.ErrNotMaster
+			err = wire.ErrNotMaster
 		}
 		if err != nil {
-			err = fmt.Errorf("%w: leadership not confirmed: %v", fs.ErrNotMaster, err)
+			err = fmt.Errorf("%w: leadership not confirmed: %v", wire.ErrNotMaster, err)
 		}
 		r.err = err
 		close(r.done)

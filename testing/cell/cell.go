@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/session"
-	"github.com/hashicorp/go-hclog"
 )
 
 // Epoch is the time every clock made by this package starts at; tests print

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
-	"github.com/chubby-dev/chubby/testing/cell"
 	"go.uber.org/goleak"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

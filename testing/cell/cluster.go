@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 )
 
 // WithRaftTiming sets the raft timing of every server of a Cluster (see

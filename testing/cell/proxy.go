@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Proxy is a fault-injecting link between clients and the cell's server: it

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // RawConn is a wire-level connection to the server, for tests that need

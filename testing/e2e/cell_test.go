@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // The replicated cell on real processes (issue 3, acceptance point 1): three

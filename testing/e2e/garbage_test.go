@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // frame prefixes body with its 4-byte big-endian length.

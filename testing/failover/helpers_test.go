@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // callTimeout bounds a client call that must succeed: far more than a
@@ -348,4 +347,4 @@ func method(m wire.Method, path string) func(*wire.Request) bool {
 	}
 }
 
-var _ = fs.ErrNotMaster
+var _ = wire.ErrNotMaster

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TestIsolatedMasterStopsServing checks DESIGN invariant 6 (one master; an
@@ -128,7 +127,7 @@ func TestIsolatedMasterStopsServing(t *testing.T) {
 			recordRead(hist, "raw@old-master", rep.Data, rerr, start)
 			if rerr == nil {
 				t.Errorf("isolated old master answered a read with %q after the majority acknowledged %d", rep.Data, ackVal)
-			} else if !isAny(rerr, fs.ErrNotMaster, fs.ErrWrongEpoch) {
+			} else if !isAny(rerr, wire.ErrNotMaster, wire.ErrWrongEpoch) {
 				t.Errorf("isolated old master failed a read with %v, want not_master or wrong_epoch", rerr)
 			}
 		}
@@ -144,7 +143,7 @@ func TestIsolatedMasterStopsServing(t *testing.T) {
 	}
 	if err := raw.Call(wire.MSetContents, wire.SetContentsArgs{Path: stray, Data: []byte("raw"), Create: true}, nil); err == nil {
 		t.Errorf("raw write on the isolated old master succeeded")
-	} else if !isAny(err, fs.ErrNotMaster, fs.ErrWrongEpoch) {
+	} else if !isAny(err, wire.ErrNotMaster, wire.ErrWrongEpoch) {
 		t.Errorf("raw write on the isolated old master: %v, want not_master", err)
 	}
 	cell.WaitFor(t, 0, "the isolated master to step down", func() bool { return !c.Server(old).IsMaster() })
@@ -346,7 +345,7 @@ func TestUnawareOldMasterServesNoReads(t *testing.T) {
 		var rep wire.ContentsReply
 		if rerr := cell.DecodeResult(resp, &rep); rerr == nil {
 			t.Errorf("the unaware old master answered a %s (%q) after the new master acknowledged a write", call.what, rep.Data)
-		} else if !isAny(rerr, fs.ErrNotMaster, fs.ErrWrongEpoch) {
+		} else if !isAny(rerr, wire.ErrNotMaster, wire.ErrWrongEpoch) {
 			t.Errorf("%s on the unaware old master failed with %v, want not_master", call.what, rerr)
 		}
 	}

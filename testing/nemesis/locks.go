@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/client/fence"
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/linear"
-	"github.com/hashicorp/go-hclog"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Store is an in-memory counter guarded by a fence.Guard, the downstream

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // CellOptions configure StartCell.

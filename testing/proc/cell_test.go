@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chubby-dev/chubby/server/wire"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 func TestAgreedMaster(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/chubby-dev/chubby/server/wire"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // RawConn is a wire-level connection to one chubbyd's RPC address, for what

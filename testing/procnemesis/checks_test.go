@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/linear"
 	"github.com/chubby-dev/chubby/testing/netproxy"

@@ -3,8 +3,9 @@ package wire
 import (
 	"fmt"
 
-	"github.com/chubby-dev/chubby/fs"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/chubby-dev/chubby/fs"
 )
 
 // Method names a call.
@@ -74,7 +75,7 @@ func (r *Response) Err() error {
 	if r.Code == "" {
 		return nil
 	}
-	return fs.FromCode(r.Code, r.Error)
+	return FromCode(r.Code, r.Error)
 }
 
 // Empty is the body of calls with no arguments or no reply.
@@ -130,24 +131,6 @@ type KeepAliveReply struct {
 	Events  []Event `msgpack:"ev,omitempty"`
 	Dropped uint64  `msgpack:"dr,omitempty"`
 }
-
-// Event is a change to a watched node, delivered on KeepAlive replies.
-type Event struct {
-	Type string `msgpack:"t"` // contents_modified, child_added, ...
-	Path string `msgpack:"p"` // the node the event is about (the child, for child_*)
-}
-
-// Event mask bits for OpenArgs.Events.
-const (
-	EvContentsModified uint32 = 1 << iota
-	EvChildAdded
-	EvChildRemoved
-	EvChildModified
-	EvLockAcquired
-	EvConflictingLock
-	EvHandleInvalid
-	EvAll = EvContentsModified | EvChildAdded | EvChildRemoved | EvChildModified | EvLockAcquired | EvConflictingLock | EvHandleInvalid
-)
 
 // OpenArgs opens (and optionally creates) a node.
 type OpenArgs struct {
