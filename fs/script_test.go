@@ -36,16 +36,22 @@ package fs
 //	sessions | delayed-locks | dump
 //	restore                                snapshot, restore into a fresh State, continue with it
 //	op op=N                                a raw command with op number N (unknown ops)
+//	raw HEX                                a log entry's bytes (one or more encoded commands) as
+//	                                       the FSM gets them: decoded with DecodeCommands and
+//	                                       applied at one index; each command's result and changes
+//	removed-servers                        the servers an operator removed
 //
 // After every command the harness also checks the state's invariants
 // (checkInvariants) and that a command that failed left the state unchanged.
 
 import (
 	"bufio"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -355,6 +361,10 @@ func (e *scriptEnv) exec(file string, b scriptBlock) (out []string) {
 	case "op":
 		// A raw op number, for unknown commands.
 		cmd.Op = Op(a.uint("op"))
+	case "raw":
+		out = e.applyEntry(a)
+		a.done()
+		return out
 	default:
 		out = e.query(verb, a)
 		a.done()
@@ -362,6 +372,43 @@ func (e *scriptEnv) exec(file string, b scriptBlock) (out []string) {
 	}
 	a.done()
 	return e.apply(cmd)
+}
+
+// applyEntry decodes a log entry as the server's FSM does and applies its
+// commands at one index, printing each command's result and changes.
+func (e *scriptEnv) applyEntry(a *scriptArgs) []string {
+	if len(a.pos) != 1 {
+		fail("raw HEX")
+	}
+	b, err := hex.DecodeString(a.pos[0])
+	if err != nil {
+		fail("raw: %v", err)
+	}
+	a.pos = nil
+	cmds, err := DecodeCommands(b)
+	if err != nil {
+		return []string{"decode: " + formatErr(err)}
+	}
+	e.index++
+	var out []string
+	for i, c := range cmds {
+		before := dumpState(e.st, false)
+		r := e.st.Apply(e.index, c)
+		out = append(out, fmt.Sprintf("[%d] %v", i, c.Op))
+		for _, l := range formatResult(r) {
+			out = append(out, "  "+l)
+		}
+		for _, ch := range r.Changes {
+			out = append(out, fmt.Sprintf("  change %d %s", ch.Kind, ch.Path))
+		}
+		if err := checkInvariants(e.st); err != nil {
+			out = append(out, "INVARIANT VIOLATED: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		if r.Err != nil && dumpState(e.st, false) != before {
+			out = append(out, "FAILED COMMAND CHANGED THE STATE")
+		}
+	}
+	return out
 }
 
 // apply runs one command through Apply, checks the invariants and, for a
@@ -474,6 +521,16 @@ func (e *scriptEnv) query(verb string, a *scriptArgs) []string {
 			out = []string{"(none)"}
 		}
 		return out
+	case "removed-servers":
+		var ids []string
+		for id := range e.st.RemovedServers() {
+			ids = append(ids, id)
+		}
+		if len(ids) == 0 {
+			return []string{"(none)"}
+		}
+		slices.Sort(ids)
+		return ids
 	case "dump":
 		return strings.Split(strings.TrimRight(dumpState(e.st, true), "\n"), "\n")
 	case "restore":
