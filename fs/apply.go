@@ -4,19 +4,27 @@ import (
 	"time"
 )
 
-// handlers is the one dispatch table of the state machine.
+// handlers is the one dispatch table of the state machine. Each handler
+// gets the envelope (its clock and session) and its op's typed body.
 var handlers = [opMax]func(*State, *Command, *Result){
-	OpNewEpoch:      (*State).applyNewEpoch,
-	OpCreateSession: (*State).applyCreateSession,
-	OpEndSession:    (*State).applyEndSession,
-	OpCreate:        (*State).applyCreate,
-	OpSetContents:   (*State).applySetContents,
-	OpDelete:        (*State).applyDelete,
-	OpAcquire:       (*State).applyAcquire,
-	OpCancelWait:    (*State).applyCancelWait,
-	OpRelease:       (*State).applyRelease,
-	OpGrantDelayed:  (*State).applyGrantDelayed,
-	OpRemoveServer:  (*State).applyRemoveServer,
+	OpNewEpoch:      handler((*State).applyNewEpoch),
+	OpCreateSession: handler((*State).applyCreateSession),
+	OpEndSession:    handler((*State).applyEndSession),
+	OpCreate:        handler((*State).applyCreate),
+	OpSetContents:   handler((*State).applySetContents),
+	OpDelete:        handler((*State).applyDelete),
+	OpAcquire:       handler((*State).applyAcquire),
+	OpCancelWait:    handler((*State).applyCancelWait),
+	OpRelease:       handler((*State).applyRelease),
+	OpGrantDelayed:  handler((*State).applyGrantDelayed),
+	OpRemoveServer:  handler((*State).applyRemoveServer),
+}
+
+// handler adapts the handler of one body type to the table. Apply has
+// checked that the body is the op's (Command.check), and each body type
+// belongs to one op, so the assertion holds.
+func handler[B Body](h func(*State, *Command, B, *Result)) func(*State, *Command, *Result) {
+	return func(s *State, c *Command, r *Result) { h(s, c, c.Body.(B), r) }
 }
 
 // Apply applies the command at raft log index to the state and returns its
@@ -26,8 +34,8 @@ func (s *State) Apply(index uint64, c *Command) *Result {
 	if index > s.applied {
 		s.applied = index
 	}
-	if c.Op == OpInvalid || c.Op >= opMax || handlers[c.Op] == nil {
-		r.Err = errf(ErrBadRequest, "unknown command op %d", c.Op)
+	if err := c.check(); err != nil {
+		r.Err = err
 		return r
 	}
 	rec := s.sessions[c.Session]
@@ -78,26 +86,26 @@ func (rec *sessionRec) rememberCall(id uint64, r *Result) {
 	}
 }
 
-func (s *State) applyNewEpoch(c *Command, r *Result) {
+func (s *State) applyNewEpoch(c *Command, b *NewEpoch, r *Result) {
 	s.epoch++
 	r.Epoch = s.epoch
 }
 
-func (s *State) applyCreateSession(c *Command, r *Result) {
-	if c.TTL <= 0 {
+func (s *State) applyCreateSession(c *Command, b *CreateSession, r *Result) {
+	if b.TTL <= 0 {
 		r.Err = errf(ErrBadRequest, "session TTL must be positive")
 		return
 	}
-	if id, ok := s.nonces[c.Nonce]; ok && c.Nonce != 0 {
+	if id, ok := s.nonces[b.Nonce]; ok && b.Nonce != 0 {
 		r.Session = id // a retry whose first reply was lost
 		return
 	}
 	s.nextSession++
-	rec := &sessionRec{ID: s.nextSession, TTL: c.TTL, Created: c.Now, Nonce: c.Nonce}
+	rec := &sessionRec{ID: s.nextSession, TTL: b.TTL, Created: c.Now, Nonce: b.Nonce}
 	rec.init()
 	s.sessions[rec.ID] = rec
-	if c.Nonce != 0 {
-		s.nonces[c.Nonce] = rec.ID
+	if b.Nonce != 0 {
+		s.nonces[b.Nonce] = rec.ID
 	}
 	r.Session = rec.ID
 }
@@ -116,7 +124,7 @@ func (s *State) session(id uint64) (*sessionRec, error) {
 	return rec, nil
 }
 
-func (s *State) applyEndSession(c *Command, r *Result) {
+func (s *State) applyEndSession(c *Command, b *EndSession, r *Result) {
 	rec, err := s.session(c.Session)
 	if err != nil {
 		r.Err = err
@@ -152,7 +160,7 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 		n := s.nodes[p]
 		h := n.Holders[rec.ID]
 		delete(n.Holders, rec.ID)
-		if c.Expired && h.LockDelay > 0 {
+		if b.Expired && h.LockDelay > 0 {
 			if until := c.Now + h.LockDelay; until > n.DelayUntil {
 				n.DelayUntil = until
 			}
@@ -167,52 +175,52 @@ func (s *State) applyEndSession(c *Command, r *Result) {
 	r.Ended = append(r.Ended, rec.ID)
 }
 
-func (s *State) applyCreate(c *Command, r *Result) {
+func (s *State) applyCreate(c *Command, b *Create, r *Result) {
 	if c.Session != 0 {
 		if _, err := s.session(c.Session); err != nil {
 			r.Err = err
 			return
 		}
 	}
-	if c.IsDir && c.Ephemeral {
+	if b.IsDir && b.Ephemeral {
 		r.Err = errf(ErrBadRequest, "ephemeral nodes are files")
 		return
 	}
-	if c.Ephemeral && c.Session == 0 {
+	if b.Ephemeral && c.Session == 0 {
 		r.Err = errf(ErrBadRequest, "an ephemeral node needs a session")
 		return
 	}
-	if err := CheckPath(s.cell, c.Path); err != nil {
+	if err := CheckPath(s.cell, b.Path); err != nil {
 		r.Err = err
 		return
 	}
-	if n, ok := s.nodes[c.Path]; ok {
-		if c.Exclusive {
-			r.Err = errf(ErrExists, "%s", c.Path)
+	if n, ok := s.nodes[b.Path]; ok {
+		if b.Exclusive {
+			r.Err = errf(ErrExists, "%s", b.Path)
 			return
 		}
-		if n.Stat.IsDir != c.IsDir {
+		if n.Stat.IsDir != b.IsDir {
 			if n.Stat.IsDir {
-				r.Err = errf(ErrIsDir, "%s", c.Path)
+				r.Err = errf(ErrIsDir, "%s", b.Path)
 			} else {
-				r.Err = errf(ErrNotDir, "%s", c.Path)
+				r.Err = errf(ErrNotDir, "%s", b.Path)
 			}
 			return
 		}
 		r.Stat = n.Stat
 		return
 	}
-	if len(c.Data) > MaxContents {
-		r.Err = errf(ErrTooLarge, "%d bytes (limit %d)", len(c.Data), MaxContents)
+	if len(b.Data) > MaxContents {
+		r.Err = errf(ErrTooLarge, "%d bytes (limit %d)", len(b.Data), MaxContents)
 		return
 	}
-	n, err := s.addNode(c.Path, c.IsDir, c.Ephemeral, c.Session, c.Data, c.Now)
+	n, err := s.addNode(b.Path, b.IsDir, b.Ephemeral, c.Session, b.Data, c.Now)
 	if err != nil {
 		r.Err = err
 		return
 	}
 	r.Stat = n.Stat
-	r.change(c.Path, Created)
+	r.change(b.Path, Created)
 }
 
 // addNode creates a node whose parent must be an existing directory.
@@ -286,147 +294,147 @@ func (s *State) checkFence(seq *Sequencer) error {
 	return nil
 }
 
-func (s *State) applySetContents(c *Command, r *Result) {
+func (s *State) applySetContents(c *Command, b *SetContents, r *Result) {
 	if c.Session != 0 {
 		if _, err := s.session(c.Session); err != nil {
 			r.Err = err
 			return
 		}
 	}
-	if err := CheckPath(s.cell, c.Path); err != nil {
+	if err := CheckPath(s.cell, b.Path); err != nil {
 		r.Err = err
 		return
 	}
-	if len(c.Data) > MaxContents {
-		r.Err = errf(ErrTooLarge, "%d bytes (limit %d)", len(c.Data), MaxContents)
+	if len(b.Data) > MaxContents {
+		r.Err = errf(ErrTooLarge, "%d bytes (limit %d)", len(b.Data), MaxContents)
 		return
 	}
-	if err := s.checkFence(c.Seq); err != nil {
+	if err := s.checkFence(b.Seq); err != nil {
 		r.Err = err
 		return
 	}
-	if _, ok := s.nodes[c.Path]; !ok && c.Instance == 0 && (c.CAS && c.Gen == 0 || !c.CAS && c.Create) {
+	if _, ok := s.nodes[b.Path]; !ok && b.Instance == 0 && (b.CAS && b.ContentGen == 0 || !b.CAS && b.Create) {
 		// A missing file is created by a plain write with Create, or by a
 		// CAS on generation 0 ("only if absent"); a CAS on any other
 		// generation expected the file to exist and fails below.
-		nn, err := s.addNode(c.Path, false, false, 0, c.Data, c.Now)
+		nn, err := s.addNode(b.Path, false, false, 0, b.Data, c.Now)
 		if err != nil {
 			r.Err = err
 			return
 		}
 		r.Stat = nn.Stat
-		r.change(c.Path, Created)
+		r.change(b.Path, Created)
 		return
 	}
-	n, err := s.lookup(c.Path, c.Instance)
+	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
 		r.Err = err
 		return
 	}
 	if n.Stat.IsDir {
-		r.Err = errf(ErrIsDir, "%s", c.Path)
+		r.Err = errf(ErrIsDir, "%s", b.Path)
 		return
 	}
-	if c.CAS && n.Stat.ContentGen != c.Gen {
-		r.Err = errf(ErrCASMismatch, "%s is at content generation %d, not %d", c.Path, n.Stat.ContentGen, c.Gen)
+	if b.CAS && n.Stat.ContentGen != b.ContentGen {
+		r.Err = errf(ErrCASMismatch, "%s is at content generation %d, not %d", b.Path, n.Stat.ContentGen, b.ContentGen)
 		return
 	}
-	n.Data = c.Data
-	r.change(c.Path, Modified)
+	n.Data = b.Data
+	r.change(b.Path, Modified)
 	n.Stat.ContentGen = s.next()
-	n.Stat.Size = len(c.Data)
-	n.Stat.Checksum = checksum(c.Data)
+	n.Stat.Size = len(b.Data)
+	n.Stat.Checksum = checksum(b.Data)
 	n.Stat.Mtime = c.Now
 	r.Stat = n.Stat
 }
 
-func (s *State) applyDelete(c *Command, r *Result) {
+func (s *State) applyDelete(c *Command, b *Delete, r *Result) {
 	if c.Session != 0 {
 		if _, err := s.session(c.Session); err != nil {
 			r.Err = err
 			return
 		}
 	}
-	n, err := s.lookup(c.Path, c.Instance)
+	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
 		r.Err = err
 		return
 	}
-	if c.Path == s.root {
-		r.Err = errf(ErrPermission, "the root %s cannot be deleted", c.Path)
+	if b.Path == s.root {
+		r.Err = errf(ErrPermission, "the root %s cannot be deleted", b.Path)
 		return
 	}
 	if n.Stat.IsDir && len(n.children) > 0 {
-		r.Err = errf(ErrNotEmpty, "%s has %d children", c.Path, len(n.children))
+		r.Err = errf(ErrNotEmpty, "%s has %d children", b.Path, len(n.children))
 		return
 	}
-	if err := s.checkFence(c.Seq); err != nil {
+	if err := s.checkFence(b.Seq); err != nil {
 		r.Err = err
 		return
 	}
-	s.removeNode(c.Path, n, c.Now, r)
+	s.removeNode(b.Path, n, c.Now, r)
 }
 
-func (s *State) applyAcquire(c *Command, r *Result) {
+func (s *State) applyAcquire(c *Command, b *Acquire, r *Result) {
 	rec, err := s.session(c.Session)
 	if err != nil {
 		r.Err = err
 		return
 	}
-	if !c.Mode.valid() {
-		r.Err = errf(ErrBadRequest, "lock mode %d", c.Mode)
+	if !b.Mode.valid() {
+		r.Err = errf(ErrBadRequest, "lock mode %d", b.Mode)
 		return
 	}
-	if c.LockDelay < 0 || c.LockDelay > int64(60*time.Second) {
-		r.Err = errf(ErrBadRequest, "lock-delay %v is outside [0, 60s]", time.Duration(c.LockDelay))
+	if b.LockDelay < 0 || b.LockDelay > int64(60*time.Second) {
+		r.Err = errf(ErrBadRequest, "lock-delay %v is outside [0, 60s]", time.Duration(b.LockDelay))
 		return
 	}
-	n, err := s.lookup(c.Path, c.Instance)
+	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
 		r.Err = err
 		return
 	}
 	if h, ok := n.Holders[rec.ID]; ok {
-		if h.Mode != c.Mode {
-			r.Err = errf(ErrLockHeld, "%s is already held by this session in %s mode", c.Path, h.Mode)
+		if h.Mode != b.Mode {
+			r.Err = errf(ErrLockHeld, "%s is already held by this session in %s mode", b.Path, h.Mode)
 			return
 		}
-		r.Seq = Sequencer{Path: c.Path, Mode: h.Mode, Gen: n.Stat.LockGen}
+		r.Seq = Sequencer{Path: b.Path, Mode: h.Mode, Gen: n.Stat.LockGen}
 		return
 	}
 	for _, w := range n.Waiters {
 		if w.Session == rec.ID {
-			if c.Wait && w.WaitID == c.WaitID {
+			if b.Wait && w.WaitID == b.WaitID {
 				r.Queued = true
 				return
 			}
-			r.Err = errf(ErrLockHeld, "%s: this session is already waiting for it", c.Path)
+			r.Err = errf(ErrLockHeld, "%s: this session is already waiting for it", b.Path)
 			return
 		}
 	}
-	if s.grantable(n, c.Mode, c.Now) {
-		r.Seq = s.grant(c.Path, n, rec, waiter{Session: rec.ID, Mode: c.Mode, WaitID: c.WaitID, LockDelay: c.LockDelay})
-		r.change(c.Path, LockAcquired)
+	if s.grantable(n, b.Mode, c.Now) {
+		r.Seq = s.grant(b.Path, n, rec, waiter{Session: rec.ID, Mode: b.Mode, WaitID: b.WaitID, LockDelay: b.LockDelay})
+		r.change(b.Path, LockAcquired)
 		return
 	}
-	r.change(c.Path, LockConflict)
-	if !c.Wait {
+	r.change(b.Path, LockConflict)
+	if !b.Wait {
 		if len(n.Holders) == 0 && c.Now < n.DelayUntil {
-			r.Err = errf(ErrLockDelay, "%s is free but in lock-delay for another %v", c.Path, time.Duration(n.DelayUntil-c.Now))
+			r.Err = errf(ErrLockDelay, "%s is free but in lock-delay for another %v", b.Path, time.Duration(n.DelayUntil-c.Now))
 		} else if len(n.Holders) == 0 {
-			r.Err = errf(ErrLockDelay, "%s: its lock-delay is over but the waiters queued during it are not granted yet", c.Path)
+			r.Err = errf(ErrLockDelay, "%s: its lock-delay is over but the waiters queued during it are not granted yet", b.Path)
 		} else {
-			r.Err = errf(ErrLockHeld, "%s is held in %s mode", c.Path, n.LockMode)
+			r.Err = errf(ErrLockHeld, "%s is held in %s mode", b.Path, n.LockMode)
 		}
 		return
 	}
-	n.Waiters = append(n.Waiters, waiter{Session: rec.ID, Mode: c.Mode, WaitID: c.WaitID, LockDelay: c.LockDelay})
-	rec.waits[c.Path] = struct{}{}
+	n.Waiters = append(n.Waiters, waiter{Session: rec.ID, Mode: b.Mode, WaitID: b.WaitID, LockDelay: b.LockDelay})
+	rec.waits[b.Path] = struct{}{}
 	r.Queued = true
 	if len(n.Holders) == 0 {
 		// Free but not grantable: a lock-delay runs, or has run out and its
 		// GrantDelayed is still to come. Either way the master arms a timer.
-		r.Delayed = append(r.Delayed, Delayed{Path: c.Path, Until: n.DelayUntil})
+		r.Delayed = append(r.Delayed, Delayed{Path: b.Path, Until: n.DelayUntil})
 	}
 }
 
@@ -491,50 +499,50 @@ func (s *State) grantWaiters(path string, n *node, now int64, r *Result) {
 	}
 }
 
-func (s *State) applyCancelWait(c *Command, r *Result) {
+func (s *State) applyCancelWait(c *Command, b *CancelWait, r *Result) {
 	rec, err := s.session(c.Session)
 	if err != nil {
 		r.Err = err
 		return
 	}
-	n, ok := s.nodes[c.Path]
+	n, ok := s.nodes[b.Path]
 	if !ok {
 		return
 	}
 	for i, w := range n.Waiters {
-		if w.Session == rec.ID && w.WaitID == c.WaitID {
+		if w.Session == rec.ID && w.WaitID == b.WaitID {
 			n.Waiters = append(n.Waiters[:i], n.Waiters[i+1:]...)
-			delete(rec.waits, c.Path)
-			r.Cancelled = append(r.Cancelled, Wait{Session: rec.ID, Path: c.Path, WaitID: c.WaitID})
+			delete(rec.waits, b.Path)
+			r.Cancelled = append(r.Cancelled, Wait{Session: rec.ID, Path: b.Path, WaitID: b.WaitID})
 			if len(n.Holders) > 0 && n.LockMode == Shared || len(n.Holders) == 0 {
 				// A cancelled head may have been blocking shared waiters.
-				s.grantWaiters(c.Path, n, c.Now, r)
+				s.grantWaiters(b.Path, n, c.Now, r)
 			}
 			return
 		}
 	}
 	// The wait was granted before the cancel arrived: give the lock back.
-	if h, ok := n.Holders[rec.ID]; ok && h.WaitID == c.WaitID && c.WaitID != 0 {
-		s.release(c.Path, n, rec, c.Now, r)
+	if h, ok := n.Holders[rec.ID]; ok && h.WaitID == b.WaitID && b.WaitID != 0 {
+		s.release(b.Path, n, rec, c.Now, r)
 	}
 }
 
-func (s *State) applyRelease(c *Command, r *Result) {
+func (s *State) applyRelease(c *Command, b *Release, r *Result) {
 	rec, err := s.session(c.Session)
 	if err != nil {
 		r.Err = err
 		return
 	}
-	n, ok := s.nodes[c.Path]
+	n, ok := s.nodes[b.Path]
 	if !ok {
-		r.Err = errf(ErrNotHeld, "%s no longer exists", c.Path)
+		r.Err = errf(ErrNotHeld, "%s no longer exists", b.Path)
 		return
 	}
-	if _, held := n.Holders[rec.ID]; !held || n.Stat.LockGen != c.Gen {
-		r.Err = errf(ErrNotHeld, "%s is not held by this session at generation %d", c.Path, c.Gen)
+	if _, held := n.Holders[rec.ID]; !held || n.Stat.LockGen != b.LockGen {
+		r.Err = errf(ErrNotHeld, "%s is not held by this session at generation %d", b.Path, b.LockGen)
 		return
 	}
-	s.release(c.Path, n, rec, c.Now, r)
+	s.release(b.Path, n, rec, c.Now, r)
 }
 
 func (s *State) release(path string, n *node, rec *sessionRec, now int64, r *Result) {
@@ -546,21 +554,21 @@ func (s *State) release(path string, n *node, rec *sessionRec, now int64, r *Res
 	}
 }
 
-func (s *State) applyGrantDelayed(c *Command, r *Result) {
-	n, ok := s.nodes[c.Path]
+func (s *State) applyGrantDelayed(c *Command, b *GrantDelayed, r *Result) {
+	n, ok := s.nodes[b.Path]
 	if !ok || len(n.Holders) > 0 {
 		return
 	}
-	s.grantWaiters(c.Path, n, c.Now, r)
+	s.grantWaiters(b.Path, n, c.Now, r)
 }
 
-func (s *State) applyRemoveServer(c *Command, r *Result) {
-	if c.Path == "" {
+func (s *State) applyRemoveServer(c *Command, b *RemoveServer, r *Result) {
+	if b.ServerID == "" {
 		r.Err = errf(ErrBadRequest, "remove-server needs a server id")
 		return
 	}
 	if s.removed == nil {
 		s.removed = map[string]int64{}
 	}
-	s.removed[c.Path] = c.Now
+	s.removed[b.ServerID] = c.Now
 }

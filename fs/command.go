@@ -1,30 +1,25 @@
 package fs
 
-import (
-	"bytes"
-	"fmt"
-
-	"github.com/vmihailenco/msgpack/v5"
-)
+import "fmt"
 
 // Op names a state-machine command.
 type Op uint8
 
-// The commands. Each is proposed by the master (stamped with its clock in
-// Command.Now) and applied identically on every replica.
+// The commands, one body type each. Each is proposed by the master (stamped
+// with its clock in Command.Now) and applied identically on every replica.
 const (
 	OpInvalid       Op = iota
-	OpNewEpoch         // a new master starts: epoch++
-	OpCreateSession    // TTL → Result.Session
-	OpEndSession       // Session, Expired: release locks (with lock-delay if expired), delete ephemerals
-	OpCreate           // Path, IsDir, Ephemeral, Exclusive → Result.Stat
-	OpSetContents      // Path, Instance, Data, Create, CAS+Gen, Seq → Result.Stat
-	OpDelete           // Path, Instance, Seq
-	OpAcquire          // Path, Instance, Mode, Wait, WaitID, LockDelay → Result.Seq or Result.Queued
-	OpCancelWait       // Path, WaitID: leave the queue (or release what the wait was granted)
-	OpRelease          // Path, Gen
-	OpGrantDelayed     // Path: lock-delay over, grant the queue
-	OpRemoveServer     // Path = server id: an operator removed it for good
+	OpNewEpoch         // NewEpoch: a new master starts: epoch++ → Result.Epoch
+	OpCreateSession    // CreateSession → Result.Session
+	OpEndSession       // EndSession of Command.Session: release its locks, delete its ephemerals
+	OpCreate           // Create → Result.Stat
+	OpSetContents      // SetContents → Result.Stat
+	OpDelete           // Delete
+	OpAcquire          // Acquire → Result.Seq or Result.Queued
+	OpCancelWait       // CancelWait: leave the queue (or release what the wait was granted)
+	OpRelease          // Release
+	OpGrantDelayed     // GrantDelayed: lock-delay over, grant the queue
+	OpRemoveServer     // RemoveServer: an operator removed a server for good
 	opMax
 )
 
@@ -38,144 +33,158 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// Command is one entry of the replicated log. Fields not used by an Op are
-// left zero and omitted from the encoding.
+// Command is one entry of the replicated log: an envelope that every op
+// shares and the op's Body. Build one with NewCommand, which sets Op from
+// the body; Apply rejects an unknown Op or a Body of another op's type.
 type Command struct {
-	Op  Op    `msgpack:"o"`
-	Now int64 `msgpack:"t"` // master's clock, Unix nanoseconds
-
-	Session   uint64     `msgpack:"s,omitempty"`
-	Path      string     `msgpack:"p,omitempty"`
-	Instance  uint64     `msgpack:"i,omitempty"` // handle's instance; 0 = any
-	Data      []byte     `msgpack:"d,omitempty"`
-	IsDir     bool       `msgpack:"dir,omitempty"`
-	Ephemeral bool       `msgpack:"eph,omitempty"`
-	Create    bool       `msgpack:"c,omitempty"` // SetContents: create the file if missing
-	Exclusive bool       `msgpack:"x,omitempty"` // Create: fail if it exists
-	CAS       bool       `msgpack:"cas,omitempty"`
-	Gen       uint64     `msgpack:"g,omitempty"` // CAS content generation; Release lock generation
-	Seq       *Sequencer `msgpack:"seq,omitempty"`
-	Mode      Mode       `msgpack:"m,omitempty"`
-	Wait      bool       `msgpack:"w,omitempty"`
-	WaitID    uint64     `msgpack:"wid,omitempty"`
-	LockDelay int64      `msgpack:"ld,omitempty"` // nanoseconds
-	TTL       int64      `msgpack:"ttl,omitempty"`
-	Expired   bool       `msgpack:"exp,omitempty"`
+	Op  Op
+	Now int64 // master's clock, Unix nanoseconds
+	// Session is the session the command is for (0: none). Session-scoped
+	// ops (EndSession, Acquire, CancelWait, Release) need one; a namespace
+	// write with a session fails once the session has ended.
+	Session uint64
 	// CallID identifies the session's call for exactly-once retries (0:
 	// not deduplicated); the client has had replies to every call below
 	// Acked.
-	CallID uint64 `msgpack:"cid,omitempty"`
-	Acked  uint64 `msgpack:"ack,omitempty"`
-	// Nonce makes CreateSession idempotent: a retry with the same nonce
-	// (the reply was lost in a failover) gets the same session.
-	Nonce uint64 `msgpack:"nc,omitempty"`
+	CallID uint64
+	Acked  uint64
+	Body   Body
 }
 
-// Encode returns the log entry bytes for c.
-func (c *Command) Encode() ([]byte, error) { return msgpack.Marshal(c) }
+// Body is the part of a Command particular to its op: one of *NewEpoch,
+// *CreateSession, *EndSession, *Create, *SetContents, *Delete, *Acquire,
+// *CancelWait, *Release, *GrantDelayed, *RemoveServer.
+type Body interface {
+	op() Op
+}
 
-// DecodeCommand parses a log entry. It rejects trailing garbage and unknown ops.
-func DecodeCommand(b []byte) (*Command, error) {
-	var c Command
-	rd := bytes.NewReader(b)
-	if err := msgpack.NewDecoder(rd).Decode(&c); err != nil {
-		return nil, errf(ErrBadRequest, "decode command: %v", err)
+// NewCommand returns the command that carries b, its envelope zero but
+// for the op.
+func NewCommand(b Body) *Command { return &Command{Op: b.op(), Body: b} }
+
+// Path is the node the command acts on, "" for the ops that act on no one
+// node (epochs, sessions, servers).
+func (c *Command) Path() string {
+	if n, ok := c.Body.(interface{ node() string }); ok {
+		return n.node()
 	}
-	if rd.Len() > 0 {
-		return nil, errf(ErrBadRequest, "decode command: %d bytes of trailing garbage", rd.Len())
-	}
+	return ""
+}
+
+// check rejects what no handler can apply: an unknown op, or a body that
+// is not the op's.
+func (c *Command) check() error {
 	if c.Op == OpInvalid || c.Op >= opMax {
-		return nil, errf(ErrBadRequest, "unknown command op %d", c.Op)
+		return errf(ErrBadRequest, "unknown command op %d", c.Op)
 	}
-	return &c, nil
+	if c.Body == nil || c.Body.op() != c.Op {
+		return errf(ErrBadRequest, "%v command with a %T body", c.Op, c.Body)
+	}
+	return nil
 }
 
-// Result is what applying a Command produced. Err is nil on success and wraps
-// a sentinel otherwise; the effects are what the master must act on.
-type Result struct {
-	Err     error
-	Stat    Stat
-	Session uint64
-	Epoch   uint64
-	Seq     Sequencer
-	Queued  bool
+// NewEpoch: a new master starts; the epoch goes up by one.
+type NewEpoch struct{}
 
-	// Grants are waiters granted by this command (a release, an expiry, the
-	// end of a lock-delay), in grant order.
-	Grants []Grant
-	// Cancelled are waits removed without a grant (their session ended or
-	// the node was deleted).
-	Cancelled []Wait
-	// Delayed are locks that became free but may not be granted before Until
-	// because their holder's session expired (lock-delay).
-	Delayed []Delayed
-	// Ended are sessions this command ended.
-	Ended []uint64
-	// Changes are what this command changed, in order: the master turns
-	// them into events for the sessions watching those nodes.
-	Changes []Change
+// CreateSession starts a session.
+type CreateSession struct {
+	TTL int64 // lease length, nanoseconds; must be positive
+	// Nonce makes it idempotent: a retry with the same nonce (the reply
+	// was lost in a failover) gets the same session. 0: none.
+	Nonce uint64
 }
 
-// ChangeKind says what happened to a node.
-type ChangeKind uint8
-
-// Changes reported in Result.Changes.
-const (
-	Created      ChangeKind = iota + 1 // the node was created
-	Modified                           // its contents were set
-	Deleted                            // it was deleted
-	LockAcquired                       // its lock was granted to someone
-	LockConflict                       // someone asked for its lock while it was held (or delayed)
-)
-
-// Change is one entry of Result.Changes.
-type Change struct {
-	Path string
-	Kind ChangeKind
+// EndSession ends Command.Session: its waits are cancelled, its ephemeral
+// nodes deleted and its locks released.
+type EndSession struct {
+	// Expired: the lease ran out (rather than the client closing), so
+	// each lock it held stays ungranted for the holder's lock-delay.
+	Expired bool
 }
 
-func (r *Result) change(path string, k ChangeKind) {
-	r.Changes = append(r.Changes, Change{Path: path, Kind: k})
+// Create makes a file or directory whose parent is a directory. Creating
+// one that exists, of the same kind and not Exclusive, returns its Stat.
+type Create struct {
+	Path      string
+	IsDir     bool
+	Ephemeral bool   // deleted when Command.Session ends; files only
+	Exclusive bool   // fail if it exists
+	Data      []byte // a file's initial contents
 }
 
-// Grant is a waiter that now holds the lock.
-type Grant struct {
-	Session uint64
-	WaitID  uint64
-	Seq     Sequencer
+// SetContents replaces a file's contents.
+type SetContents struct {
+	Path     string
+	Instance uint64 // the handle's instance; 0 = any
+	Data     []byte
+	Create   bool // create the file if it is missing (without CAS)
+	// CAS: write only if the file is at ContentGen; ContentGen 0 means
+	// "only if it does not exist" (and creates it).
+	CAS        bool
+	ContentGen uint64
+	Seq        *Sequencer // fence: fail unless this lock is held now
 }
 
-// Wait identifies a queued Acquire.
-type Wait struct {
-	Session uint64
+// Delete removes a file or an empty directory.
+type Delete struct {
+	Path     string
+	Instance uint64     // the handle's instance; 0 = any
+	Seq      *Sequencer // fence: fail unless this lock is held now
+}
+
+// Acquire takes a node's lock for Command.Session, or queues for it.
+type Acquire struct {
+	Path     string
+	Instance uint64 // the handle's instance; 0 = any
+	Mode     Mode
+	// Wait queues the request when the lock cannot be granted now; WaitID
+	// names the wait (a retry with the same id finds it).
+	Wait   bool
+	WaitID uint64
+	// LockDelay is how long the lock stays ungranted if the holder's
+	// session expires while holding it, nanoseconds in [0, 60s].
+	LockDelay int64
+}
+
+// CancelWait takes Command.Session's wait WaitID off Path's queue, or
+// releases the lock if the wait was granted before the cancel arrived.
+type CancelWait struct {
+	Path   string
+	WaitID uint64
+}
+
+// Release gives up Command.Session's hold on Path's lock, taken at LockGen.
+type Release struct {
 	Path    string
-	WaitID  uint64
+	LockGen uint64
 }
 
-// Delayed is a lock inside its lock-delay.
-type Delayed struct {
-	Path  string
-	Until int64 // Unix nanoseconds
+// GrantDelayed grants Path's queue once its lock-delay is over.
+type GrantDelayed struct {
+	Path string
 }
 
-// DecodeCommands parses a log entry that holds one or more commands encoded
-// back to back (the master batches concurrent commands into one entry).
-func DecodeCommands(b []byte) ([]*Command, error) {
-	rd := bytes.NewReader(b)
-	dec := msgpack.NewDecoder(rd)
-	var out []*Command
-	for rd.Len() > 0 {
-		var c Command
-		if err := dec.Decode(&c); err != nil {
-			return nil, errf(ErrBadRequest, "decode command %d of batch: %v", len(out), err)
-		}
-		if c.Op == OpInvalid || c.Op >= opMax {
-			return nil, errf(ErrBadRequest, "command %d of batch: unknown op %d", len(out), c.Op)
-		}
-		out = append(out, &c)
-	}
-	if len(out) == 0 {
-		return nil, errf(ErrBadRequest, "empty command batch")
-	}
-	return out, nil
+// RemoveServer records that an operator removed a server for good.
+type RemoveServer struct {
+	ServerID string
 }
+
+func (*NewEpoch) op() Op      { return OpNewEpoch }
+func (*CreateSession) op() Op { return OpCreateSession }
+func (*EndSession) op() Op    { return OpEndSession }
+func (*Create) op() Op        { return OpCreate }
+func (*SetContents) op() Op   { return OpSetContents }
+func (*Delete) op() Op        { return OpDelete }
+func (*Acquire) op() Op       { return OpAcquire }
+func (*CancelWait) op() Op    { return OpCancelWait }
+func (*Release) op() Op       { return OpRelease }
+func (*GrantDelayed) op() Op  { return OpGrantDelayed }
+func (*RemoveServer) op() Op  { return OpRemoveServer }
+
+func (b *Create) node() string       { return b.Path }
+func (b *SetContents) node() string  { return b.Path }
+func (b *Delete) node() string       { return b.Path }
+func (b *Acquire) node() string      { return b.Path }
+func (b *CancelWait) node() string   { return b.Path }
+func (b *Release) node() string      { return b.Path }
+func (b *GrantDelayed) node() string { return b.Path }

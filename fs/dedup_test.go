@@ -11,9 +11,9 @@ import (
 // being applied again; ids below the client's acknowledged mark are forgotten.
 func TestCallDeduplication(t *testing.T) {
 	s := New("local")
-	sess := s.Apply(1, &Command{Op: OpCreateSession, TTL: 12e9}).Session
+	sess := s.Apply(1, NewCommand(&CreateSession{TTL: 12e9})).Session
 
-	w := &Command{Op: OpSetContents, Session: sess, Path: "/ls/local/f", Data: []byte("a"), Create: true, CallID: 1, Acked: 1}
+	w := called(sess, 1, 1, &SetContents{Path: "/ls/local/f", Data: []byte("a"), Create: true})
 	first := s.Apply(2, w)
 	if first.Err != nil {
 		t.Fatal(first.Err)
@@ -27,7 +27,7 @@ func TestCallDeduplication(t *testing.T) {
 	}
 
 	// A failed call's error is remembered too (CAS that lost).
-	cas := &Command{Op: OpSetContents, Session: sess, Path: "/ls/local/f", Data: []byte("b"), CAS: true, Gen: 999, CallID: 2, Acked: 1}
+	cas := called(sess, 2, 1, &SetContents{Path: "/ls/local/f", Data: []byte("b"), CAS: true, ContentGen: 999})
 	if r := s.Apply(4, cas); !errors.Is(r.Err, ErrCASMismatch) {
 		t.Fatalf("cas = %v, want mismatch", r.Err)
 	}
@@ -37,12 +37,12 @@ func TestCallDeduplication(t *testing.T) {
 
 	// Release by the same call id twice: the second is the first's success,
 	// not "not held", and a later acquisition is untouched.
-	acq := s.Apply(6, &Command{Op: OpAcquire, Session: sess, Path: "/ls/local/f", Mode: Exclusive, CallID: 3, Acked: 1})
-	rel := &Command{Op: OpRelease, Session: sess, Path: "/ls/local/f", Gen: acq.Seq.Gen, CallID: 4, Acked: 1}
+	acq := s.Apply(6, called(sess, 3, 1, &Acquire{Path: "/ls/local/f", Mode: Exclusive}))
+	rel := called(sess, 4, 1, &Release{Path: "/ls/local/f", LockGen: acq.Seq.Gen})
 	if r := s.Apply(7, rel); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	again := s.Apply(8, &Command{Op: OpAcquire, Session: sess, Path: "/ls/local/f", Mode: Exclusive, CallID: 5, Acked: 1})
+	again := s.Apply(8, called(sess, 5, 1, &Acquire{Path: "/ls/local/f", Mode: Exclusive}))
 	if r := s.Apply(9, rel); r.Err != nil {
 		t.Fatalf("retried release = %v, want the remembered success", r.Err)
 	}
@@ -51,7 +51,7 @@ func TestCallDeduplication(t *testing.T) {
 	}
 
 	// Acknowledged ids are forgotten: the same id is then a new call.
-	s.Apply(10, &Command{Op: OpSetContents, Session: sess, Path: "/ls/local/g", Data: []byte("x"), Create: true, CallID: 6, Acked: 6})
+	s.Apply(10, called(sess, 6, 6, &SetContents{Path: "/ls/local/g", Data: []byte("x"), Create: true}))
 	if n := len(s.sessions[sess].Calls); n != 1 {
 		t.Fatalf("%d remembered calls after acking below 6, want 1", n)
 	}
@@ -72,9 +72,9 @@ func TestCallDeduplication(t *testing.T) {
 
 func TestCachedCallsBounded(t *testing.T) {
 	s := New("local")
-	sess := s.Apply(1, &Command{Op: OpCreateSession, TTL: 12e9}).Session
+	sess := s.Apply(1, NewCommand(&CreateSession{TTL: 12e9})).Session
 	for i := uint64(1); i <= maxCachedCalls+10; i++ {
-		s.Apply(i+1, &Command{Op: OpSetContents, Session: sess, Path: "/ls/local/f", Data: []byte("a"), Create: true, CallID: i})
+		s.Apply(i+1, called(sess, i, 0, &SetContents{Path: "/ls/local/f", Data: []byte("a"), Create: true}))
 	}
 	if n := len(s.sessions[sess].Calls); n != maxCachedCalls {
 		t.Fatalf("%d remembered calls, want the bound %d", n, maxCachedCalls)

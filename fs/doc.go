@@ -8,9 +8,27 @@
 // state. Nothing here reads a clock, starts a goroutine or does I/O, so the
 // server wraps State in a raft.FSM and serialises access to it.
 //
-//	master: decide (clock, leases) ─▶ Command{Op, Now, ...} ─▶ raft log
-//	every replica:            raft log ─▶ State.Apply ─▶ Result{Err, effects}
-//	master:                   Result.Grants / Cancelled / Delayed ─▶ wake waiting calls, arm lock-delay timers
+//	master: decide (clock, leases) ─▶ NewCommand(&Acquire{...}) + Now, Session, CallID ─▶ Encode ─▶ raft log
+//	every replica:  raft log ─▶ DecodeCommands ─▶ State.Apply ─▶ handlers[Op](envelope, *Acquire) ─▶ Result{Err, effects}
+//	master:         Result.Grants / Cancelled / Delayed ─▶ wake waiting calls, arm lock-delay timers
+//
+// Commands: a Command is an envelope every op shares (Op, Now, Session, and
+// CallID and Acked for exactly-once retries) around a Body of the op's own
+// type: NewEpoch, CreateSession, EndSession, Create, SetContents, Delete,
+// Acquire, CancelWait, Release, GrantDelayed, RemoveServer. NewCommand sets
+// Op from the body. Apply first answers a retried call from the session's
+// remembered results, then hands the typed body to the op's entry in one
+// dispatch table; an unknown op or a body of another op's type is a
+// bad-request error naming what it got, and changes nothing.
+//
+// Encoding: the log holds msgpack, and the master batches concurrent
+// commands back to back in one entry (DecodeCommands). A command is one
+// flat map of the envelope's and the body's fields, zero fields left out,
+// under the keys the builds before the envelope used for their one union
+// struct (see flatCommand), so data directories they wrote replay to the
+// same commands and results (testdata/oldformat.txt) and their logs and
+// ours are one format. Snapshots hold the state, not commands; a session's
+// remembered call results are kept as results (cachedCall).
 //
 // Numbers: instance numbers and content, lock and ACL generations all come
 // from one cell-wide counter, so each is monotonic across deletion and

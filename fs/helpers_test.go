@@ -13,6 +13,21 @@ import (
 	"time"
 )
 
+// cmdFor is the command carrying b, sent for session.
+func cmdFor(session uint64, b Body) *Command {
+	c := NewCommand(b)
+	c.Session = session
+	return c
+}
+
+// called is the command carrying b as the session's call id, with the
+// client's acknowledged mark acked.
+func called(session, id, acked uint64, b Body) *Command {
+	c := cmdFor(session, b)
+	c.CallID, c.Acked = id, acked
+	return c
+}
+
 // testEpoch is the base of the command clock in tests; times are printed as
 // offsets from it so that expected output does not depend on the date.
 const testEpoch = int64(1_700_000_000) * int64(time.Second)

@@ -153,57 +153,53 @@ func (m *propModel) genCommand() *Command {
 	kinds := []int{6, 11, 7, 9, 8, 12, 6, 13, 3, 2, 17, 7, 1, 0, 4, 8, 11, 14, 5, 10, 18, 6, 12, 0, 15, 2, 7, 16, 19, 1, 3, 13, 8}
 	switch op := rapid.SampledFrom(kinds).Draw(m.t, "op"); op {
 	case 0:
-		c.Op = OpCreateSession
-		c.TTL = rapid.SampledFrom([]int64{int64(12 * time.Second), int64(12 * time.Second), 0}).Draw(m.t, "ttl")
+		c = NewCommand(&CreateSession{TTL: rapid.SampledFrom([]int64{int64(12 * time.Second), int64(12 * time.Second), 0}).Draw(m.t, "ttl")})
 	case 1:
-		c.Op = OpEndSession
-		c.Session = m.sessionID("session")
-		c.Expired = rapid.Bool().Draw(m.t, "expired")
+		c = cmdFor(m.sessionID("session"), &EndSession{Expired: rapid.Bool().Draw(m.t, "expired")})
 	case 2:
-		c.Op = OpCreate
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		c.IsDir = rapid.IntRange(0, 2).Draw(m.t, "dir") == 0 || c.Path == "/ls/local/d"
-		c.Ephemeral = rapid.IntRange(0, 2).Draw(m.t, "ephemeral") == 0 || c.Path == "/ls/local/e"
-		c.Exclusive = rapid.Bool().Draw(m.t, "excl")
-		c.Data = m.data()
+		sess := m.sessionID("session")
+		b := &Create{Path: path()}
+		b.IsDir = rapid.IntRange(0, 2).Draw(m.t, "dir") == 0 || b.Path == "/ls/local/d"
+		b.Ephemeral = rapid.IntRange(0, 2).Draw(m.t, "ephemeral") == 0 || b.Path == "/ls/local/e"
+		b.Exclusive = rapid.Bool().Draw(m.t, "excl")
+		b.Data = m.data()
+		c = cmdFor(sess, b)
 	case 3, 4:
-		c.Op = OpSetContents
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		c.Data = m.data()
-		c.Create = rapid.Bool().Draw(m.t, "create")
+		sess := m.sessionID("session")
+		b := &SetContents{Path: path()}
+		b.Data = m.data()
+		b.Create = rapid.Bool().Draw(m.t, "create")
 		if rapid.IntRange(0, 2).Draw(m.t, "cas") == 0 {
-			c.CAS = true
-			c.Gen = 0
-			if n, ok := m.prim.nodes[c.Path]; ok && rapid.Bool().Draw(m.t, "cas-current") {
-				c.Gen = n.Stat.ContentGen
+			b.CAS = true
+			b.ContentGen = 0
+			if n, ok := m.prim.nodes[b.Path]; ok && rapid.Bool().Draw(m.t, "cas-current") {
+				b.ContentGen = n.Stat.ContentGen
 			} else if rapid.Bool().Draw(m.t, "cas-random") {
-				c.Gen = rapid.Uint64Range(0, m.prim.counter+1).Draw(m.t, "cas-gen")
+				b.ContentGen = rapid.Uint64Range(0, m.prim.counter+1).Draw(m.t, "cas-gen")
 			}
 		}
-		c.Seq = m.sequencer()
-		c.Instance = m.instance(c.Path)
+		b.Seq = m.sequencer()
+		b.Instance = m.instance(b.Path)
+		c = cmdFor(sess, b)
 	case 5:
-		c.Op = OpDelete
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		c.Instance = m.instance(c.Path)
-		c.Seq = m.sequencer()
+		sess := m.sessionID("session")
+		b := &Delete{Path: path()}
+		b.Instance = m.instance(b.Path)
+		b.Seq = m.sequencer()
+		c = cmdFor(sess, b)
 	case 6, 7, 8:
-		c.Op = OpAcquire
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		c.Mode = rapid.SampledFrom([]Mode{Exclusive, Exclusive, Exclusive, Shared, Shared, Shared, Shared, 0, 3}).Draw(m.t, "mode")
-		c.Wait = rapid.IntRange(0, 2).Draw(m.t, "wait") != 0
-		c.WaitID = rapid.Uint64Range(0, 3).Draw(m.t, "wait-id")
-		c.LockDelay = rapid.SampledFrom([]int64{0, 0, int64(5 * time.Second), int64(15 * time.Second), int64(15 * time.Second), int64(15 * time.Second), int64(61 * time.Second), -1}).Draw(m.t, "lock-delay")
-		c.Instance = m.instance(c.Path)
+		sess := m.sessionID("session")
+		b := &Acquire{Path: path()}
+		b.Mode = rapid.SampledFrom([]Mode{Exclusive, Exclusive, Exclusive, Shared, Shared, Shared, Shared, 0, 3}).Draw(m.t, "mode")
+		b.Wait = rapid.IntRange(0, 2).Draw(m.t, "wait") != 0
+		b.WaitID = rapid.Uint64Range(0, 3).Draw(m.t, "wait-id")
+		b.LockDelay = rapid.SampledFrom([]int64{0, 0, int64(5 * time.Second), int64(15 * time.Second), int64(15 * time.Second), int64(15 * time.Second), int64(61 * time.Second), -1}).Draw(m.t, "lock-delay")
+		b.Instance = m.instance(b.Path)
+		c = cmdFor(sess, b)
 	case 9, 10:
-		c.Op = OpCancelWait
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		c.WaitID = rapid.Uint64Range(0, 3).Draw(m.t, "wait-id")
+		sess := m.sessionID("session")
+		b := &CancelWait{Path: path()}
+		b.WaitID = rapid.Uint64Range(0, 3).Draw(m.t, "wait-id")
 		// Mostly cancel a wait that exists (or was just granted).
 		var known []Wait
 		for p, n := range m.prim.nodes {
@@ -217,22 +213,22 @@ func (m *propModel) genCommand() *Command {
 		if len(known) > 0 && rapid.IntRange(0, 3).Draw(m.t, "cancel-known") != 0 {
 			slices.SortFunc(known, func(a, b Wait) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
 			w := rapid.SampledFrom(known).Draw(m.t, "known-wait")
-			c.Session, c.Path, c.WaitID = w.Session, w.Path, w.WaitID
+			sess, b.Path, b.WaitID = w.Session, w.Path, w.WaitID
 		}
+		c = cmdFor(sess, b)
 	case 11, 12:
-		c.Op = OpRelease
-		c.Session = m.sessionID("session")
-		c.Path = path()
-		if n, ok := m.prim.nodes[c.Path]; ok && rapid.IntRange(0, 3).Draw(m.t, "release-current") != 0 {
-			c.Gen = n.Stat.LockGen
+		sess := m.sessionID("session")
+		b := &Release{Path: path()}
+		if n, ok := m.prim.nodes[b.Path]; ok && rapid.IntRange(0, 3).Draw(m.t, "release-current") != 0 {
+			b.LockGen = n.Stat.LockGen
 		} else {
-			c.Gen = rapid.Uint64Range(0, m.prim.counter+1).Draw(m.t, "release-gen")
+			b.LockGen = rapid.Uint64Range(0, m.prim.counter+1).Draw(m.t, "release-gen")
 		}
+		c = cmdFor(sess, b)
 	case 13, 14:
-		c.Op = OpGrantDelayed
-		c.Path = path()
+		c = NewCommand(&GrantDelayed{Path: path()})
 	case 15:
-		c.Op = OpNewEpoch
+		c = NewCommand(&NewEpoch{})
 	case 16:
 		c.Op = rapid.SampledFrom([]Op{OpInvalid, opMax, opMax + 7}).Draw(m.t, "bad-op")
 	case 17, 18:
@@ -271,7 +267,10 @@ func (m *propModel) clone(c *Command) *Command {
 	return d
 }
 
-func describe(c *Command) string {
+// describe prints a command for a failure's log: its envelope and its
+// body's fields as the log encodes them.
+func describe(cmd *Command) string {
+	c := cmd.flatten()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v s=%d %q", c.Op, c.Session, c.Path)
 	if c.Op == OpAcquire {
@@ -329,9 +328,18 @@ func (m *propModel) step(c *Command) {
 	for p, n := range m.prim.nodes {
 		beforeContentGen[p] = n.Stat.ContentGen
 	}
-	fenceValidBefore := c.Seq != nil && m.prim.CheckSequencer(*c.Seq)
+	var fence *Sequencer
+	switch b := c.Body.(type) {
+	case *SetContents:
+		fence = b.Seq
+	case *Delete:
+		fence = b.Seq
+	}
+	fenceValidBefore := fence != nil && m.prim.CheckSequencer(*fence)
+	end, ok := c.Body.(*EndSession)
+	expires := ok && end.Expired
 	// Lock-delay the model expects when this command expires a session.
-	if c.Op == OpEndSession && c.Expired {
+	if expires {
 		if rec, ok := m.prim.sessions[c.Session]; ok {
 			for p := range rec.locks {
 				n := m.prim.nodes[p]
@@ -383,10 +391,10 @@ func (m *propModel) step(c *Command) {
 	}
 	// Fencing: a write or delete carrying a sequencer succeeds only if the
 	// sequencer was valid when it was applied.
-	if c.Seq != nil && r.Err == nil && !fenceValidBefore {
+	if fence != nil && r.Err == nil && !fenceValidBefore {
 		m.fatalf("%s succeeded with a sequencer that was not valid", describe(c))
 	}
-	if c.Seq != nil && !fenceValidBefore && r.Err != nil && Code(r.Err) != "bad_sequencer" {
+	if fence != nil && !fenceValidBefore && r.Err != nil && Code(r.Err) != "bad_sequencer" {
 		switch Code(r.Err) {
 		case "session_expired", "bad_path", "too_large", "no_such_node", "stale_handle", "not_empty", "permission_denied":
 		default:
@@ -395,15 +403,15 @@ func (m *propModel) step(c *Command) {
 	}
 
 	// etcd #22082: a Release frees only the generation it names.
-	if c.Op == OpRelease && r.Err == nil {
-		if b := before[c.Path]; !b.holders[c.Session] || b.gen != c.Gen {
+	if rel, ok := c.Body.(*Release); ok && r.Err == nil {
+		if b := before[rel.Path]; !b.holders[c.Session] || b.gen != rel.LockGen {
 			m.fatalf("%s released a lock held at generation %d by %v", describe(c), b.gen, b.holders)
 		}
 	}
 	// Compare-and-set: a write with CAS succeeds only at the current content
 	// generation, or at 0 on a missing file.
-	if c.Op == OpSetContents && c.CAS && r.Err == nil {
-		if cg, ok := beforeContentGen[c.Path]; ok && cg != c.Gen || !ok && c.Gen != 0 {
+	if set, ok := c.Body.(*SetContents); ok && set.CAS && r.Err == nil {
+		if cg, ok := beforeContentGen[set.Path]; ok && cg != set.ContentGen || !ok && set.ContentGen != 0 {
 			m.fatalf("%s succeeded; content generation before: %d (exists %v)", describe(c), cg, ok)
 		}
 	}
@@ -414,7 +422,7 @@ func (m *propModel) step(c *Command) {
 		if !b.exists || b.instance != a.instance || a.delay <= b.delay {
 			continue
 		}
-		if c.Op != OpEndSession || !c.Expired || a.delay > c.Now+int64(60*time.Second) {
+		if !expires || a.delay > c.Now+int64(60*time.Second) {
 			m.fatalf("%s set the lock-delay of %s to %s (was %s)", describe(c), p, fmtTime(a.delay), fmtTime(b.delay))
 		}
 	}
@@ -547,8 +555,8 @@ func (m *propModel) checkLocks(c *Command, r *Result, before map[string]lockView
 			}
 		}
 		got := append(slices.Clone(grantsByPath[p]), a.queue...)
-		if c.Op == OpAcquire && r.Queued && c.Path == p && len(got) == len(q)+1 {
-			q = append(q, Wait{Session: c.Session, Path: p, WaitID: c.WaitID})
+		if acq, ok := c.Body.(*Acquire); ok && r.Queued && acq.Path == p && len(got) == len(q)+1 {
+			q = append(q, Wait{Session: c.Session, Path: p, WaitID: acq.WaitID})
 		}
 		if !slices.Equal(got, q) {
 			m.fatalf("%s broke the FIFO order of %s:\nqueue before (minus cancelled): %v\ngranted: %v\nqueue after: %v",
@@ -567,14 +575,14 @@ func TestPropertyStateMachine(t *testing.T) {
 		m := newPropModel(t)
 		// Start with a few sessions and nodes so that short runs reach locks.
 		for _, c := range []*Command{
-			{Op: OpCreateSession, TTL: int64(12 * time.Second)},
-			{Op: OpCreateSession, TTL: int64(12 * time.Second)},
-			{Op: OpCreateSession, TTL: int64(12 * time.Second)},
-			{Op: OpCreateSession, TTL: int64(12 * time.Second)},
-			{Op: OpCreate, Path: "/ls/local/a"},
-			{Op: OpCreate, Path: "/ls/local/b"},
-			{Op: OpCreate, Path: "/ls/local/d", IsDir: true},
-			{Op: OpCreate, Path: "/ls/local/d/x"},
+			NewCommand(&CreateSession{TTL: int64(12 * time.Second)}),
+			NewCommand(&CreateSession{TTL: int64(12 * time.Second)}),
+			NewCommand(&CreateSession{TTL: int64(12 * time.Second)}),
+			NewCommand(&CreateSession{TTL: int64(12 * time.Second)}),
+			NewCommand(&Create{Path: "/ls/local/a"}),
+			NewCommand(&Create{Path: "/ls/local/b"}),
+			NewCommand(&Create{Path: "/ls/local/d", IsDir: true}),
+			NewCommand(&Create{Path: "/ls/local/d/x"}),
 		} {
 			c.Now = m.now
 			m.step(c)
@@ -596,10 +604,10 @@ func TestPropertyDeterminism(t *testing.T) {
 		m := newPropModel(t)
 		var cmds []*Command
 		for _, c := range []*Command{
-			{Op: OpCreateSession, TTL: 1},
-			{Op: OpCreateSession, TTL: 1},
-			{Op: OpCreate, Path: "/ls/local/a"},
-			{Op: OpCreate, Path: "/ls/local/b"},
+			NewCommand(&CreateSession{TTL: 1}),
+			NewCommand(&CreateSession{TTL: 1}),
+			NewCommand(&Create{Path: "/ls/local/a"}),
+			NewCommand(&Create{Path: "/ls/local/b"}),
 		} {
 			cmds = append(cmds, c)
 			m.index++

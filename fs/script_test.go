@@ -295,72 +295,58 @@ func (e *scriptEnv) exec(file string, b scriptBlock) (out []string) {
 	}()
 	fields := strings.Fields(b.cmd)
 	verb, a := fields[0], parseArgs(fields[1:])
-	cmd := &Command{Session: a.uint("s")}
+	var body Body
 	switch verb {
 	case "session":
-		cmd.Op = OpCreateSession
-		cmd.TTL = int64(12 * time.Second)
+		b := &CreateSession{TTL: int64(12 * time.Second)}
 		if d, ok := a.dur("ttl"); ok {
-			cmd.TTL = int64(d)
+			b.TTL = int64(d)
 		}
+		body = b
 	case "end":
-		cmd.Op = OpEndSession
-		cmd.Expired = a.flag("expired")
+		body = &EndSession{Expired: a.flag("expired")}
 	case "epoch":
-		cmd.Op = OpNewEpoch
+		body = &NewEpoch{}
 	case "create":
-		cmd.Op = OpCreate
-		cmd.Path = a.path()
-		cmd.IsDir = a.flag("dir")
-		cmd.Ephemeral = a.flag("ephemeral")
-		cmd.Exclusive = a.flag("excl")
-		cmd.Data = a.data()
+		body = &Create{Path: a.path(), IsDir: a.flag("dir"), Ephemeral: a.flag("ephemeral"), Exclusive: a.flag("excl"), Data: a.data()}
 	case "write":
-		cmd.Op = OpSetContents
-		cmd.Path = a.path()
-		cmd.Create = a.flag("create")
-		cmd.Data = a.data()
+		b := &SetContents{Path: a.path(), Create: a.flag("create"), Data: a.data()}
 		if _, ok := a.kv["cas"]; ok {
-			cmd.CAS, cmd.Gen = true, a.uint("cas")
+			b.CAS, b.ContentGen = true, a.uint("cas")
 		}
-		cmd.Seq = a.seq()
-		cmd.Instance = a.uint("inst")
+		b.Seq = a.seq()
+		b.Instance = a.uint("inst")
+		body = b
 	case "delete":
-		cmd.Op = OpDelete
-		cmd.Path = a.path()
-		cmd.Instance = a.uint("inst")
-		cmd.Seq = a.seq()
+		body = &Delete{Path: a.path(), Instance: a.uint("inst"), Seq: a.seq()}
 	case "acquire":
-		cmd.Op = OpAcquire
-		cmd.Path = a.path()
+		b := &Acquire{Path: a.path()}
 		switch {
 		case a.flag("X"):
-			cmd.Mode = Exclusive
+			b.Mode = Exclusive
 		case a.flag("S"):
-			cmd.Mode = Shared
+			b.Mode = Shared
 		default:
-			cmd.Mode = Mode(a.uint("mode"))
+			b.Mode = Mode(a.uint("mode"))
 		}
-		cmd.Wait = a.flag("wait")
-		cmd.WaitID = a.uint("id")
+		b.Wait = a.flag("wait")
+		b.WaitID = a.uint("id")
 		if d, ok := a.dur("delay"); ok {
-			cmd.LockDelay = int64(d)
+			b.LockDelay = int64(d)
 		}
-		cmd.Instance = a.uint("inst")
+		b.Instance = a.uint("inst")
+		body = b
 	case "release":
-		cmd.Op = OpRelease
-		cmd.Path = a.path()
-		cmd.Gen = a.uint("gen")
+		body = &Release{Path: a.path(), LockGen: a.uint("gen")}
 	case "cancel":
-		cmd.Op = OpCancelWait
-		cmd.Path = a.path()
-		cmd.WaitID = a.uint("id")
+		body = &CancelWait{Path: a.path(), WaitID: a.uint("id")}
 	case "grant-delayed":
-		cmd.Op = OpGrantDelayed
-		cmd.Path = a.path()
+		body = &GrantDelayed{Path: a.path()}
 	case "op":
 		// A raw op number, for unknown commands.
-		cmd.Op = Op(a.uint("op"))
+		cmd := &Command{Session: a.uint("s"), Op: Op(a.uint("op"))}
+		a.done()
+		return e.apply(cmd)
 	case "raw":
 		out = e.applyEntry(a)
 		a.done()
@@ -370,6 +356,7 @@ func (e *scriptEnv) exec(file string, b scriptBlock) (out []string) {
 		a.done()
 		return out
 	}
+	cmd := cmdFor(a.uint("s"), body)
 	a.done()
 	return e.apply(cmd)
 }
@@ -418,11 +405,11 @@ func (e *scriptEnv) apply(cmd *Command) []string {
 	e.index++
 	before := dumpState(e.st, false)
 	// Every command must survive the log encoding unchanged.
-	enc, err := cmd.Encode()
-	if err != nil {
-		fail("encode: %v", err)
-	}
 	if cmd.Op > OpInvalid && cmd.Op < opMax {
+		enc, err := cmd.Encode()
+		if err != nil {
+			fail("encode: %v", err)
+		}
 		dec, err := DecodeCommand(enc)
 		if err != nil {
 			fail("decode: %v", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,35 +147,113 @@ func TestSplitRootCellName(t *testing.T) {
 	}
 }
 
-func TestCommandEncodeDecodeRoundTrip(t *testing.T) {
+// fullBodies has one body of each op with every field set.
+func fullBodies() []Body {
 	seq := &Sequencer{Path: "/ls/local/l", Mode: Shared, Gen: 77}
-	for op := OpInvalid + 1; op < opMax; op++ {
-		c := &Command{Op: op, Now: testEpoch + 5, Session: 3, Path: "/ls/local/x", Instance: 9, Data: []byte("d\x00ta"),
-			IsDir: true, Ephemeral: true, Create: true, Exclusive: true, CAS: true, Gen: 12, Seq: seq,
-			Mode: Exclusive, Wait: true, WaitID: 4, LockDelay: int64(15 * time.Second), TTL: int64(12 * time.Second), Expired: true}
+	return []Body{
+		&NewEpoch{},
+		&CreateSession{TTL: int64(12 * time.Second), Nonce: 8},
+		&EndSession{Expired: true},
+		&Create{Path: "/ls/local/x", IsDir: true, Ephemeral: true, Exclusive: true, Data: []byte("d\x00ta")},
+		&SetContents{Path: "/ls/local/x", Instance: 9, Data: []byte("d\x00ta"), Create: true, CAS: true, ContentGen: 12, Seq: seq},
+		&Delete{Path: "/ls/local/x", Instance: 9, Seq: seq},
+		&Acquire{Path: "/ls/local/x", Instance: 9, Mode: Exclusive, Wait: true, WaitID: 4, LockDelay: int64(15 * time.Second)},
+		&CancelWait{Path: "/ls/local/x", WaitID: 4},
+		&Release{Path: "/ls/local/x", LockGen: 13},
+		&GrantDelayed{Path: "/ls/local/x"},
+		&RemoveServer{ServerID: "node3"},
+	}
+}
+
+func TestCommandEncodeDecodeRoundTrip(t *testing.T) {
+	bodies := fullBodies()
+	if len(bodies) != int(opMax)-1 {
+		t.Fatalf("%d bodies for %d ops", len(bodies), opMax-1)
+	}
+	for _, body := range bodies {
+		c := called(3, 5, 4, body)
+		c.Now = testEpoch + 5
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := DecodeCommand(b)
 		if err != nil {
-			t.Fatalf("%v: %v", op, err)
+			t.Fatalf("%v: %v", c.Op, err)
 		}
-		if fmt.Sprintf("%+v %+v", *got, *got.Seq) != fmt.Sprintf("%+v %+v", *c, *c.Seq) {
-			t.Errorf("%v round trip:\n got %+v\nwant %+v", op, got, c)
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("%v round trip:\n got %+v %+v\nwant %+v %+v", c.Op, got, got.Body, c, c.Body)
 		}
 	}
 	// Zero fields are omitted and come back zero.
-	b, _ := (&Command{Op: OpNewEpoch, Now: 1}).Encode()
+	c := NewCommand(&NewEpoch{})
+	c.Now = 1
+	b, _ := c.Encode()
 	got, err := DecodeCommand(b)
-	if err != nil || got.Op != OpNewEpoch || got.Now != 1 || got.Seq != nil || got.Data != nil {
+	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Errorf("minimal command: %+v, %v", got, err)
+	}
+	b, _ = NewCommand(&SetContents{Path: "/ls/local/x"}).Encode()
+	got, err = DecodeCommand(b)
+	if set, ok := got.Body.(*SetContents); err != nil || !ok || set.Seq != nil || set.Data != nil || set.ContentGen != 0 {
+		t.Errorf("minimal set-contents: %+v, %v", got, err)
+	}
+}
+
+// Each op has one body type; a command whose body is not its op's, or has
+// none, is refused by Encode and Apply with an error naming what it got.
+func TestCommandBodyMustMatchOp(t *testing.T) {
+	s := New("local")
+	s.Apply(1, NewCommand(&CreateSession{TTL: 1}))
+	before := dumpState(s, false)
+	for i, body := range fullBodies() {
+		op := Op(i + 1)
+		if NewCommand(body).Op != op {
+			t.Fatalf("body %T is of op %v, want %v", body, body.op(), op)
+		}
+		for j, other := range append(fullBodies(), nil) {
+			if j == i {
+				continue
+			}
+			c := &Command{Op: op, Session: 1, CallID: 7, Body: other}
+			want := fmt.Sprintf("%v command with a %T body", op, other)
+			if _, err := c.Encode(); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Encode of %v with %T: %v, want bad_request %q", op, other, err, want)
+			}
+			if r := s.Apply(2, c); !errors.Is(r.Err, ErrBadRequest) || !strings.Contains(r.Err.Error(), want) {
+				t.Errorf("Apply of %v with %T: %v, want bad_request %q", op, other, r.Err, want)
+			}
+		}
+	}
+	if after := dumpState(s, false); after != before || len(s.sessions[1].Calls) != 0 {
+		t.Errorf("mismatched commands changed the state:\n%s", after)
+	}
+	if _, err := (&Command{Op: opMax}).Encode(); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Encode of an unknown op: %v", err)
+	}
+}
+
+// Command.Path is the node a command acts on, for the server's cache
+// invalidation; ops on no one node have none.
+func TestCommandPath(t *testing.T) {
+	for _, body := range fullBodies() {
+		want := "/ls/local/x"
+		switch body.(type) {
+		case *NewEpoch, *CreateSession, *EndSession, *RemoveServer:
+			want = ""
+		}
+		if got := NewCommand(body).Path(); got != want {
+			t.Errorf("%T: Path() = %q, want %q", body, got, want)
+		}
+	}
+	if p := (&Command{Op: opMax}).Path(); p != "" {
+		t.Errorf("bodiless command: Path() = %q", p)
 	}
 }
 
 // DESIGN.md invariant 9: a malformed log entry gets a clear error.
 func TestDecodeCommandRejects(t *testing.T) {
-	valid, _ := (&Command{Op: OpCreate, Path: "/ls/local/a"}).Encode()
+	valid, _ := NewCommand(&Create{Path: "/ls/local/a"}).Encode()
 	mustMarshal := func(v any) []byte {
 		b, err := msgpack.Marshal(v)
 		if err != nil {
@@ -284,21 +363,21 @@ func TestRestoreRejects(t *testing.T) {
 func TestGenerationsMonotonicAcrossRecreate(t *testing.T) {
 	s := New("local")
 	var idx uint64
-	apply := func(c Command) *Result {
+	apply := func(c *Command) *Result {
 		idx++
 		c.Now = testEpoch
-		r := s.Apply(idx, &c)
+		r := s.Apply(idx, c)
 		if r.Err != nil {
-			t.Fatalf("%v %s: %v", c.Op, c.Path, r.Err)
+			t.Fatalf("%v %s: %v", c.Op, c.Path(), r.Err)
 		}
 		return r
 	}
-	apply(Command{Op: OpCreateSession, TTL: 1})
+	apply(NewCommand(&CreateSession{TTL: 1}))
 	var last Stat
 	for i := 0; i < 5; i++ {
-		st := apply(Command{Op: OpCreate, Path: "/ls/local/n"}).Stat
-		seq := apply(Command{Op: OpAcquire, Session: 1, Path: "/ls/local/n", Mode: Exclusive}).Seq
-		apply(Command{Op: OpSetContents, Path: "/ls/local/n", Data: []byte("x")})
+		st := apply(NewCommand(&Create{Path: "/ls/local/n"})).Stat
+		seq := apply(cmdFor(1, &Acquire{Path: "/ls/local/n", Mode: Exclusive})).Seq
+		apply(NewCommand(&SetContents{Path: "/ls/local/n", Data: []byte("x")}))
 		after, _ := s.Stat("/ls/local/n")
 		if i > 0 {
 			if st.Instance <= last.Instance || st.ContentGen <= last.ContentGen || st.ACLGen <= last.ACLGen {
@@ -312,7 +391,7 @@ func TestGenerationsMonotonicAcrossRecreate(t *testing.T) {
 			t.Errorf("round %d: sequencer %v, stat lock generation %d, previous %d", i, seq, after.LockGen, last.LockGen)
 		}
 		last = after
-		apply(Command{Op: OpDelete, Path: "/ls/local/n"})
+		apply(NewCommand(&Delete{Path: "/ls/local/n"}))
 	}
 }
 
@@ -323,21 +402,21 @@ func TestEndSessionEffectsDeterministic(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		s := New("local")
 		var idx uint64
-		apply := func(c Command) *Result {
+		apply := func(c *Command) *Result {
 			idx++
 			c.Now = testEpoch
-			return s.Apply(idx, &c)
+			return s.Apply(idx, c)
 		}
-		apply(Command{Op: OpCreateSession, TTL: 1})
-		apply(Command{Op: OpCreateSession, TTL: 1})
+		apply(NewCommand(&CreateSession{TTL: 1}))
+		apply(NewCommand(&CreateSession{TTL: 1}))
 		for i := 0; i < 12; i++ {
 			p := fmt.Sprintf("/ls/local/n%02d", (i*7)%12)
-			apply(Command{Op: OpCreate, Path: p})
-			apply(Command{Op: OpAcquire, Session: 1, Path: p, Mode: Exclusive, LockDelay: int64(time.Second)})
-			apply(Command{Op: OpAcquire, Session: 2, Path: p, Mode: Exclusive, Wait: true, WaitID: uint64(i)})
+			apply(NewCommand(&Create{Path: p}))
+			apply(cmdFor(1, &Acquire{Path: p, Mode: Exclusive, LockDelay: int64(time.Second)}))
+			apply(cmdFor(2, &Acquire{Path: p, Mode: Exclusive, Wait: true, WaitID: uint64(i)}))
 		}
-		a := formatResult(apply(Command{Op: OpEndSession, Session: 2}))
-		b := formatResult(apply(Command{Op: OpEndSession, Session: 1, Expired: true}))
+		a := formatResult(apply(cmdFor(2, &EndSession{})))
+		b := formatResult(apply(cmdFor(1, &EndSession{Expired: true})))
 		got := append(a, b...)
 		if round == 0 {
 			first = got
@@ -355,8 +434,11 @@ func TestEndSessionEffectsDeterministic(t *testing.T) {
 func TestDecodeCommandsBatch(t *testing.T) {
 	var batch []byte
 	var want []*Command
-	for i, op := range []Op{OpCreateSession, OpCreate, OpSetContents, OpAcquire, OpRelease, OpEndSession} {
-		c := &Command{Op: op, Now: testEpoch + int64(i), Session: 1, Path: "/ls/local/a", Data: []byte{byte(i)}, Gen: uint64(i)}
+	for i, body := range []Body{&CreateSession{TTL: 1}, &Create{Path: "/ls/local/a", Data: []byte{1}},
+		&SetContents{Path: "/ls/local/a", Data: []byte{2}, ContentGen: 2}, &Acquire{Path: "/ls/local/a"},
+		&Release{Path: "/ls/local/a", LockGen: 4}, &EndSession{}} {
+		c := cmdFor(1, body)
+		c.Now = testEpoch + int64(i)
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -371,13 +453,13 @@ func TestDecodeCommandsBatch(t *testing.T) {
 			t.Fatalf("batch of %d decoded %d commands", len(want), len(got))
 		}
 		for j := range got {
-			if fmt.Sprintf("%+v", *got[j]) != fmt.Sprintf("%+v", *want[j]) {
-				t.Fatalf("command %d: got %+v, want %+v", j, got[j], want[j])
+			if !reflect.DeepEqual(got[j], want[j]) {
+				t.Fatalf("command %d: got %+v %+v, want %+v %+v", j, got[j], got[j].Body, want[j], want[j].Body)
 			}
 		}
 	}
-	one, _ := (&Command{Op: OpNewEpoch}).Encode()
-	bad, _ := (&Command{Op: opMax}).Encode()
+	one, _ := NewCommand(&NewEpoch{}).Encode()
+	bad := (&legacyCommand{Op: opMax}).encode(t)
 	for name, b := range map[string][]byte{
 		"nil":                  nil,
 		"empty":                {},

@@ -194,7 +194,7 @@ func (c *call) removeServer() (any, error) {
 		return nil, fmt.Errorf("%w: no server named %q in the cell", fs.ErrNoSuchNode, a.Name)
 	}
 	// Tombstone first, so the master does not add it back from gossip.
-	if _, err := c.s.propose(&fs.Command{Op: fs.OpRemoveServer, Path: a.Name}); err != nil {
+	if _, err := c.s.propose(fs.NewCommand(&fs.RemoveServer{ServerID: a.Name})); err != nil {
 		return nil, err
 	}
 	c.s.log.Info("removing server for good", "node", a.Name)
@@ -213,7 +213,7 @@ func (c *call) createSession() (any, error) {
 	if a.TTL == 0 {
 		ttl = c.s.cfg.DefaultTTL
 	}
-	res, err := c.s.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl), Nonce: a.Nonce})
+	res, err := c.s.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce}))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func (c *call) keepAlive() (any, error) {
 }
 
 func (c *call) closeSession() (any, error) {
-	_, err := c.apply(&fs.Command{Op: fs.OpEndSession})
+	_, err := c.apply(fs.NewCommand(&fs.EndSession{}))
 	return wire.Empty{}, err
 }
 
@@ -272,7 +272,7 @@ func (c *call) open() (any, error) {
 		}
 		return rep, err
 	}
-	res, err := c.apply(&fs.Command{Op: fs.OpCreate, Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive})
+	res, err := c.apply(fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive}))
 	if err != nil {
 		return nil, err
 	}
@@ -347,8 +347,8 @@ func (c *call) setContents() (any, error) {
 	if len(a.Data) > fs.MaxContents {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", fs.ErrTooLarge, len(a.Data), fs.MaxContents)
 	}
-	res, err := c.apply(&fs.Command{Op: fs.OpSetContents, Path: a.Path, Instance: a.Instance, Data: a.Data,
-		Create: a.Create, CAS: a.CAS, Gen: a.Gen, Seq: a.Seq})
+	res, err := c.apply(fs.NewCommand(&fs.SetContents{Path: a.Path, Instance: a.Instance, Data: a.Data,
+		Create: a.Create, CAS: a.CAS, ContentGen: a.Gen, Seq: a.Seq}))
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func (c *call) delete() (any, error) {
 	if err := c.checkPath(a.Path); err != nil {
 		return nil, err
 	}
-	_, err := c.apply(&fs.Command{Op: fs.OpDelete, Path: a.Path, Instance: a.Instance, Seq: a.Seq})
+	_, err := c.apply(fs.NewCommand(&fs.Delete{Path: a.Path, Instance: a.Instance, Seq: a.Seq}))
 	return wire.Empty{}, err
 }
 
@@ -382,8 +382,8 @@ func (c *call) acquire() (any, error) {
 	if a.Wait && a.WaitID == 0 {
 		return nil, errBadRequest("a blocking Acquire needs a wait id")
 	}
-	cmd := &fs.Command{Op: fs.OpAcquire, Path: a.Path, Instance: a.Instance, Mode: a.Mode,
-		Wait: a.Wait, WaitID: a.WaitID, LockDelay: int64(delay)}
+	cmd := fs.NewCommand(&fs.Acquire{Path: a.Path, Instance: a.Instance, Mode: a.Mode,
+		Wait: a.Wait, WaitID: a.WaitID, LockDelay: int64(delay)})
 	if !a.Wait {
 		res, err := c.apply(cmd)
 		if err != nil {
@@ -447,7 +447,7 @@ func (c *call) cancelAcquire() (any, error) {
 	if err := c.checkPath(a.Path); err != nil {
 		return nil, err
 	}
-	_, err := c.apply(&fs.Command{Op: fs.OpCancelWait, Path: a.Path, WaitID: a.WaitID})
+	_, err := c.apply(fs.NewCommand(&fs.CancelWait{Path: a.Path, WaitID: a.WaitID}))
 	return wire.Empty{}, err
 }
 
@@ -459,7 +459,7 @@ func (c *call) release() (any, error) {
 	if err := c.checkPath(a.Path); err != nil {
 		return nil, err
 	}
-	_, err := c.apply(&fs.Command{Op: fs.OpRelease, Path: a.Path, Gen: a.Gen})
+	_, err := c.apply(fs.NewCommand(&fs.Release{Path: a.Path, LockGen: a.Gen}))
 	return wire.Empty{}, err
 }
 

@@ -435,7 +435,7 @@ func (t *leaseTable) expire(l *lease) {
 		return
 	}
 	s.log.Info("session expired", "session", l.id)
-	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: l.id, Expired: true})
+	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: l.id, Body: &fs.EndSession{Expired: true}})
 	if err != nil {
 		s.log.Warn("expiring session failed", "session", l.id, "err", err)
 		retry()

@@ -470,7 +470,7 @@ func (s *Server) establishMaster() {
 		s.log.Warn("barrier before serving failed", "err", err)
 		return
 	}
-	res, err := s.propose(&fs.Command{Op: fs.OpNewEpoch})
+	res, err := s.propose(fs.NewCommand(&fs.NewEpoch{}))
 	if err != nil {
 		s.log.Warn("new epoch failed", "err", err)
 		return
@@ -589,7 +589,7 @@ func (s *Server) armDelay(d fs.Delayed) {
 		if !s.IsMaster() {
 			return
 		}
-		if _, err := s.proposeWrite(&fs.Command{Op: fs.OpGrantDelayed, Path: path}); err != nil {
+		if _, err := s.proposeWrite(fs.NewCommand(&fs.GrantDelayed{Path: path})); err != nil {
 			s.log.Warn("grant after lock-delay failed", "path", path, "err", err)
 		}
 	})

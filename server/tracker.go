@@ -287,12 +287,12 @@ func (s *Server) writePaths(cmd *fs.Command) []string {
 	}
 	switch cmd.Op {
 	case fs.OpCreate, fs.OpSetContents, fs.OpDelete:
-		if fs.CheckPath(s.cfg.Cell, cmd.Path) != nil || cmd.Path == fs.Root(s.cfg.Cell) {
-			return []string{cmd.Path}
+		if fs.CheckPath(s.cfg.Cell, cmd.Path()) != nil || cmd.Path() == fs.Root(s.cfg.Cell) {
+			return []string{cmd.Path()}
 		}
-		return withParent(cmd.Path)
+		return withParent(cmd.Path())
 	case fs.OpAcquire, fs.OpRelease, fs.OpCancelWait, fs.OpGrantDelayed:
-		return []string{cmd.Path}
+		return []string{cmd.Path()}
 	case fs.OpEndSession:
 		var paths []string
 		s.fsm.read(func(st *fs.State) { paths = st.SessionPaths(cmd.Session) })

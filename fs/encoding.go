@@ -1,0 +1,151 @@
+package fs
+
+import (
+	"bytes"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// flatCommand is a Command as the log stores it: one msgpack map whose keys
+// are the envelope's and the body's fields, each left out when zero. It is
+// the encoding of the builds before the envelope, kept key for key (and in
+// the same order) so that data directories they wrote replay unchanged. A
+// key may carry different body fields in different ops: "p" is the node's
+// path, or RemoveServer's server id; "g" is SetContents' ContentGen or
+// Release's LockGen. Decoding accepts keys the op does not use (the old
+// build did) and drops them.
+type flatCommand struct {
+	Op  Op    `msgpack:"o"`
+	Now int64 `msgpack:"t"`
+
+	Session   uint64     `msgpack:"s,omitempty"`
+	Path      string     `msgpack:"p,omitempty"`
+	Instance  uint64     `msgpack:"i,omitempty"`
+	Data      []byte     `msgpack:"d,omitempty"`
+	IsDir     bool       `msgpack:"dir,omitempty"`
+	Ephemeral bool       `msgpack:"eph,omitempty"`
+	Create    bool       `msgpack:"c,omitempty"`
+	Exclusive bool       `msgpack:"x,omitempty"`
+	CAS       bool       `msgpack:"cas,omitempty"`
+	Gen       uint64     `msgpack:"g,omitempty"`
+	Seq       *Sequencer `msgpack:"seq,omitempty"`
+	Mode      Mode       `msgpack:"m,omitempty"`
+	Wait      bool       `msgpack:"w,omitempty"`
+	WaitID    uint64     `msgpack:"wid,omitempty"`
+	LockDelay int64      `msgpack:"ld,omitempty"`
+	TTL       int64      `msgpack:"ttl,omitempty"`
+	Expired   bool       `msgpack:"exp,omitempty"`
+	CallID    uint64     `msgpack:"cid,omitempty"`
+	Acked     uint64     `msgpack:"ack,omitempty"`
+	Nonce     uint64     `msgpack:"nc,omitempty"`
+}
+
+// flatten lays c out in the log's key space.
+func (c *Command) flatten() *flatCommand {
+	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked}
+	switch b := c.Body.(type) {
+	case *CreateSession:
+		f.TTL, f.Nonce = b.TTL, b.Nonce
+	case *EndSession:
+		f.Expired = b.Expired
+	case *Create:
+		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data
+	case *SetContents:
+		f.Path, f.Instance, f.Data, f.Create, f.CAS, f.Gen, f.Seq = b.Path, b.Instance, b.Data, b.Create, b.CAS, b.ContentGen, b.Seq
+	case *Delete:
+		f.Path, f.Instance, f.Seq = b.Path, b.Instance, b.Seq
+	case *Acquire:
+		f.Path, f.Instance, f.Mode, f.Wait, f.WaitID, f.LockDelay = b.Path, b.Instance, b.Mode, b.Wait, b.WaitID, b.LockDelay
+	case *CancelWait:
+		f.Path, f.WaitID = b.Path, b.WaitID
+	case *Release:
+		f.Path, f.Gen = b.Path, b.LockGen
+	case *GrantDelayed:
+		f.Path = b.Path
+	case *RemoveServer:
+		f.Path = b.ServerID
+	}
+	return f
+}
+
+// command reads the envelope and the op's body out of f; nil for an
+// unknown op.
+func (f *flatCommand) command() *Command {
+	var b Body
+	switch f.Op {
+	case OpNewEpoch:
+		b = &NewEpoch{}
+	case OpCreateSession:
+		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce}
+	case OpEndSession:
+		b = &EndSession{Expired: f.Expired}
+	case OpCreate:
+		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data}
+	case OpSetContents:
+		b = &SetContents{Path: f.Path, Instance: f.Instance, Data: f.Data, Create: f.Create, CAS: f.CAS, ContentGen: f.Gen, Seq: f.Seq}
+	case OpDelete:
+		b = &Delete{Path: f.Path, Instance: f.Instance, Seq: f.Seq}
+	case OpAcquire:
+		b = &Acquire{Path: f.Path, Instance: f.Instance, Mode: f.Mode, Wait: f.Wait, WaitID: f.WaitID, LockDelay: f.LockDelay}
+	case OpCancelWait:
+		b = &CancelWait{Path: f.Path, WaitID: f.WaitID}
+	case OpRelease:
+		b = &Release{Path: f.Path, LockGen: f.Gen}
+	case OpGrantDelayed:
+		b = &GrantDelayed{Path: f.Path}
+	case OpRemoveServer:
+		b = &RemoveServer{ServerID: f.Path}
+	default:
+		return nil
+	}
+	return &Command{Op: f.Op, Now: f.Now, Session: f.Session, CallID: f.CallID, Acked: f.Acked, Body: b}
+}
+
+// Encode returns the log entry bytes for c. It refuses a command Apply
+// would reject (an unknown op, a body of another op).
+func (c *Command) Encode() ([]byte, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return msgpack.Marshal(c.flatten())
+}
+
+// DecodeCommand parses a log entry. It rejects trailing garbage and unknown ops.
+func DecodeCommand(b []byte) (*Command, error) {
+	var f flatCommand
+	rd := bytes.NewReader(b)
+	if err := msgpack.NewDecoder(rd).Decode(&f); err != nil {
+		return nil, errf(ErrBadRequest, "decode command: %v", err)
+	}
+	if rd.Len() > 0 {
+		return nil, errf(ErrBadRequest, "decode command: %d bytes of trailing garbage", rd.Len())
+	}
+	c := f.command()
+	if c == nil {
+		return nil, errf(ErrBadRequest, "unknown command op %d", f.Op)
+	}
+	return c, nil
+}
+
+// DecodeCommands parses a log entry that holds one or more commands encoded
+// back to back (the master batches concurrent commands into one entry).
+func DecodeCommands(b []byte) ([]*Command, error) {
+	rd := bytes.NewReader(b)
+	dec := msgpack.NewDecoder(rd)
+	var out []*Command
+	for rd.Len() > 0 {
+		var f flatCommand
+		if err := dec.Decode(&f); err != nil {
+			return nil, errf(ErrBadRequest, "decode command %d of batch: %v", len(out), err)
+		}
+		c := f.command()
+		if c == nil {
+			return nil, errf(ErrBadRequest, "command %d of batch: unknown op %d", len(out), f.Op)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errf(ErrBadRequest, "empty command batch")
+	}
+	return out, nil
+}
