@@ -4,27 +4,43 @@ import (
 	"time"
 )
 
-// handlers is the one dispatch table of the state machine. Each handler
-// gets the envelope (its clock and session) and its op's typed body.
-var handlers = [opMax]func(*State, *Command, *Result){
-	OpNewEpoch:      handler((*State).applyNewEpoch),
-	OpCreateSession: handler((*State).applyCreateSession),
-	OpEndSession:    handler((*State).applyEndSession),
-	OpCreate:        handler((*State).applyCreate),
-	OpSetContents:   handler((*State).applySetContents),
-	OpDelete:        handler((*State).applyDelete),
-	OpAcquire:       handler((*State).applyAcquire),
-	OpCancelWait:    handler((*State).applyCancelWait),
-	OpRelease:       handler((*State).applyRelease),
-	OpGrantDelayed:  handler((*State).applyGrantDelayed),
-	OpRemoveServer:  handler((*State).applyRemoveServer),
+// handlers is the one dispatch table of the state machine: for each op,
+// what it needs of the envelope's session, and its handler, which gets the
+// envelope (clock, session), the session's record and the op's typed body.
+var handlers = [opMax]opHandler{
+	OpNewEpoch:      handler(anySession, (*State).applyNewEpoch),
+	OpCreateSession: handler(anySession, (*State).applyCreateSession),
+	OpEndSession:    handler(liveSession, (*State).applyEndSession),
+	OpCreate:        handler(liveIfNamed, (*State).applyCreate),
+	OpSetContents:   handler(liveIfNamed, (*State).applySetContents),
+	OpDelete:        handler(liveIfNamed, (*State).applyDelete),
+	OpAcquire:       handler(liveSession, (*State).applyAcquire),
+	OpCancelWait:    handler(liveSession, (*State).applyCancelWait),
+	OpRelease:       handler(liveSession, (*State).applyRelease),
+	OpGrantDelayed:  handler(anySession, (*State).applyGrantDelayed),
+	OpRemoveServer:  handler(anySession, (*State).applyRemoveServer),
+}
+
+// sessionRule is what an op needs of Command.Session, checked before its
+// handler runs (after a retried call is answered from memory).
+type sessionRule uint8
+
+const (
+	anySession  sessionRule = iota // the op does not look at it
+	liveIfNamed                    // a namespace write: a session it names must not have ended
+	liveSession                    // the op acts for the session, which must not have ended
+)
+
+type opHandler struct {
+	session sessionRule
+	apply   func(s *State, c *Command, rec *sessionRec, r *Result)
 }
 
 // handler adapts the handler of one body type to the table. Apply has
 // checked that the body is the op's (Command.check), and each body type
 // belongs to one op, so the assertion holds.
-func handler[B Body](h func(*State, *Command, B, *Result)) func(*State, *Command, *Result) {
-	return func(s *State, c *Command, r *Result) { h(s, c, c.Body.(B), r) }
+func handler[B Body](rule sessionRule, h func(*State, *Command, *sessionRec, B, *Result)) opHandler {
+	return opHandler{rule, func(s *State, c *Command, rec *sessionRec, r *Result) { h(s, c, rec, c.Body.(B), r) }}
 }
 
 // Apply applies the command at raft log index to the state and returns its
@@ -50,7 +66,12 @@ func (s *State) Apply(index uint64, c *Command) *Result {
 			return r
 		}
 	}
-	handlers[c.Op](s, c, r)
+	h := handlers[c.Op]
+	if rec == nil && (h.session == liveSession || h.session == liveIfNamed && c.Session != 0) {
+		r.Err = errf(ErrSessionExpired, "session %d", c.Session)
+		return r
+	}
+	h.apply(s, c, rec, r)
 	if c.CallID != 0 && rec != nil && s.sessions[c.Session] == rec {
 		rec.rememberCall(c.CallID, r)
 	}
@@ -86,12 +107,12 @@ func (rec *sessionRec) rememberCall(id uint64, r *Result) {
 	}
 }
 
-func (s *State) applyNewEpoch(c *Command, b *NewEpoch, r *Result) {
+func (s *State) applyNewEpoch(_ *Command, _ *sessionRec, _ *NewEpoch, r *Result) {
 	s.epoch++
 	r.Epoch = s.epoch
 }
 
-func (s *State) applyCreateSession(c *Command, b *CreateSession, r *Result) {
+func (s *State) applyCreateSession(c *Command, _ *sessionRec, b *CreateSession, r *Result) {
 	if b.TTL <= 0 {
 		r.Err = errf(ErrBadRequest, "session TTL must be positive")
 		return
@@ -116,20 +137,7 @@ func (rec *sessionRec) init() {
 	rec.ephemerals = map[string]struct{}{}
 }
 
-func (s *State) session(id uint64) (*sessionRec, error) {
-	rec, ok := s.sessions[id]
-	if !ok {
-		return nil, errf(ErrSessionExpired, "session %d", id)
-	}
-	return rec, nil
-}
-
-func (s *State) applyEndSession(c *Command, b *EndSession, r *Result) {
-	rec, err := s.session(c.Session)
-	if err != nil {
-		r.Err = err
-		return
-	}
+func (s *State) applyEndSession(c *Command, rec *sessionRec, b *EndSession, r *Result) {
 	// Sorted, so that every replica reports the same effects in the same order.
 	for _, p := range sortedKeys(rec.waits) {
 		n := s.nodes[p]
@@ -175,13 +183,7 @@ func (s *State) applyEndSession(c *Command, b *EndSession, r *Result) {
 	r.Ended = append(r.Ended, rec.ID)
 }
 
-func (s *State) applyCreate(c *Command, b *Create, r *Result) {
-	if c.Session != 0 {
-		if _, err := s.session(c.Session); err != nil {
-			r.Err = err
-			return
-		}
-	}
+func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 	if b.IsDir && b.Ephemeral {
 		r.Err = errf(ErrBadRequest, "ephemeral nodes are files")
 		return
@@ -294,13 +296,7 @@ func (s *State) checkFence(seq *Sequencer) error {
 	return nil
 }
 
-func (s *State) applySetContents(c *Command, b *SetContents, r *Result) {
-	if c.Session != 0 {
-		if _, err := s.session(c.Session); err != nil {
-			r.Err = err
-			return
-		}
-	}
+func (s *State) applySetContents(c *Command, rec *sessionRec, b *SetContents, r *Result) {
 	if err := CheckPath(s.cell, b.Path); err != nil {
 		r.Err = err
 		return
@@ -348,13 +344,7 @@ func (s *State) applySetContents(c *Command, b *SetContents, r *Result) {
 	r.Stat = n.Stat
 }
 
-func (s *State) applyDelete(c *Command, b *Delete, r *Result) {
-	if c.Session != 0 {
-		if _, err := s.session(c.Session); err != nil {
-			r.Err = err
-			return
-		}
-	}
+func (s *State) applyDelete(c *Command, rec *sessionRec, b *Delete, r *Result) {
 	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
 		r.Err = err
@@ -375,12 +365,7 @@ func (s *State) applyDelete(c *Command, b *Delete, r *Result) {
 	s.removeNode(b.Path, n, c.Now, r)
 }
 
-func (s *State) applyAcquire(c *Command, b *Acquire, r *Result) {
-	rec, err := s.session(c.Session)
-	if err != nil {
-		r.Err = err
-		return
-	}
+func (s *State) applyAcquire(c *Command, rec *sessionRec, b *Acquire, r *Result) {
 	if !b.Mode.valid() {
 		r.Err = errf(ErrBadRequest, "lock mode %d", b.Mode)
 		return
@@ -499,12 +484,7 @@ func (s *State) grantWaiters(path string, n *node, now int64, r *Result) {
 	}
 }
 
-func (s *State) applyCancelWait(c *Command, b *CancelWait, r *Result) {
-	rec, err := s.session(c.Session)
-	if err != nil {
-		r.Err = err
-		return
-	}
+func (s *State) applyCancelWait(c *Command, rec *sessionRec, b *CancelWait, r *Result) {
 	n, ok := s.nodes[b.Path]
 	if !ok {
 		return
@@ -527,12 +507,7 @@ func (s *State) applyCancelWait(c *Command, b *CancelWait, r *Result) {
 	}
 }
 
-func (s *State) applyRelease(c *Command, b *Release, r *Result) {
-	rec, err := s.session(c.Session)
-	if err != nil {
-		r.Err = err
-		return
-	}
+func (s *State) applyRelease(c *Command, rec *sessionRec, b *Release, r *Result) {
 	n, ok := s.nodes[b.Path]
 	if !ok {
 		r.Err = errf(ErrNotHeld, "%s no longer exists", b.Path)
@@ -554,7 +529,7 @@ func (s *State) release(path string, n *node, rec *sessionRec, now int64, r *Res
 	}
 }
 
-func (s *State) applyGrantDelayed(c *Command, b *GrantDelayed, r *Result) {
+func (s *State) applyGrantDelayed(c *Command, _ *sessionRec, b *GrantDelayed, r *Result) {
 	n, ok := s.nodes[b.Path]
 	if !ok || len(n.Holders) > 0 {
 		return
@@ -562,7 +537,7 @@ func (s *State) applyGrantDelayed(c *Command, b *GrantDelayed, r *Result) {
 	s.grantWaiters(b.Path, n, c.Now, r)
 }
 
-func (s *State) applyRemoveServer(c *Command, b *RemoveServer, r *Result) {
+func (s *State) applyRemoveServer(c *Command, _ *sessionRec, b *RemoveServer, r *Result) {
 	if b.ServerID == "" {
 		r.Err = errf(ErrBadRequest, "remove-server needs a server id")
 		return

@@ -321,7 +321,7 @@ func TestApplyRejectsUnknownOps(t *testing.T) {
 		t.Errorf("%d op names for %d ops", len(opNames), opMax)
 	}
 	for op := OpInvalid + 1; op < opMax; op++ {
-		if handlers[op] == nil {
+		if handlers[op].apply == nil {
 			t.Errorf("op %v has no handler", op)
 		}
 	}
