@@ -9,7 +9,7 @@
 // server wraps State in a raft.FSM and serialises access to it.
 //
 //	master: decide (clock, leases) ─▶ NewCommand(&Acquire{...}) + Now, Session, CallID ─▶ Encode ─▶ raft log
-//	every replica:  raft log ─▶ DecodeCommands ─▶ State.Apply ─▶ handlers[Op](envelope, *Acquire) ─▶ Result{Err, effects}
+//	every replica:  raft log ─▶ DecodeCommands ─▶ State.Apply ─▶ handlers[Op](envelope, session, *Acquire) ─▶ Result{Err, effects}
 //	master:         Result.Grants / Cancelled / Delayed ─▶ wake waiting calls, arm lock-delay timers
 //
 // Commands: a Command is an envelope every op shares (Op, Now, Session, and
@@ -17,9 +17,11 @@
 // type: NewEpoch, CreateSession, EndSession, Create, SetContents, Delete,
 // Acquire, CancelWait, Release, GrantDelayed, RemoveServer. NewCommand sets
 // Op from the body. Apply first answers a retried call from the session's
-// remembered results, then hands the typed body to the op's entry in one
-// dispatch table; an unknown op or a body of another op's type is a
-// bad-request error naming what it got, and changes nothing.
+// remembered results; then the op's entry in the one dispatch table says
+// what it needs of the session (nothing, a live one if named, a live one)
+// and its handler gets the envelope, the session and the typed body. An
+// unknown op or a body of another op's type is a bad-request error naming
+// what it got, and changes nothing.
 //
 // Encoding: the log holds msgpack, and the master batches concurrent
 // commands back to back in one entry (DecodeCommands). A command is one
