@@ -320,13 +320,29 @@ func (sh *shell) out(obj any, text string) {
 
 // ctx bounds a call; Ctrl-C (SIGINT/SIGTERM) cancels it.
 func (sh *shell) ctx() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, _ := sh.interruptible()
+	return ctx, cancel
+}
+
+// interruptible is ctx for a command that hands the signals on after a
+// while (to a lock's hold, to CMD): detach stops Ctrl-C from cancelling
+// ctx and returns once it no longer can.
+func (sh *shell) interruptible() (ctx context.Context, cancel context.CancelFunc, detach func()) {
+	ctx, cancel = context.WithCancel(context.Background())
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		select {
 		case <-sh.signals:
 			cancel()
 		case <-ctx.Done():
+		case <-stop:
 		}
 	}()
-	return ctx, cancel
+	var once sync.Once
+	detach = func() {
+		once.Do(func() { close(stop) })
+		<-stopped
+	}
+	return ctx, cancel, detach
 }
