@@ -181,7 +181,10 @@ func (h *Handle) Release(ctx context.Context) error {
 
 // release frees the acquisition l, if the handle still holds it.
 func (h *Handle) release(ctx context.Context, l *heldLock) error {
-	if l == nil {
+	h.c.mu.Lock()
+	held := l != nil && h.lock == l
+	h.c.mu.Unlock()
+	if !held {
 		return fmt.Errorf("release %s: %w", h.path, ErrNotHeld)
 	}
 	err := h.c.write(ctx, h.path, wire.MRelease, wire.ReleaseArgs{Path: h.path, Gen: l.seq.Gen}, nil)
