@@ -61,3 +61,15 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("Dial with a bad LockDelay: %v", err)
 	}
 }
+
+// SessionState is numbered as the lease's states and named alike.
+func TestSessionStateNames(t *testing.T) {
+	for _, s := range []session.State{session.Safe, session.Jeopardy, session.Expired} {
+		if got := client.SessionState(s).String(); got != s.String() {
+			t.Errorf("SessionState(%d) = %q, want %q", s, got, s.String())
+		}
+	}
+	if client.SessionSafe.String() != "safe" || client.SessionJeopardy.String() != "jeopardy" || client.SessionExpired.String() != "expired" {
+		t.Error("SessionState names")
+	}
+}

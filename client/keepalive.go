@@ -196,13 +196,8 @@ func (c *Client) checkLease() session.State {
 
 // expire ends the session locally: every handle and lock becomes invalid.
 func (c *Client) expire() {
-	c.mu.Lock()
-	already := c.expired
-	c.expired = true
-	c.lease.Expire()
-	conn := c.conn
-	c.mu.Unlock()
-	if already {
+	conn, first := c.markExpired()
+	if !first {
 		return
 	}
 	c.cache.Disable()
@@ -211,6 +206,17 @@ func (c *Client) expire() {
 		conn.close()
 	}
 	c.emit(Event{Type: EventExpired})
+}
+
+// markExpired records the expiry; it returns the connection to close and
+// whether this is the first time.
+func (c *Client) markExpired() (*rpcConn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.expired
+	c.expired = true
+	c.lease.Expire()
+	return c.conn, first
 }
 
 // loseLocks fires the lock-lost signal of every held lock.

@@ -24,30 +24,19 @@ const (
 	SessionExpired
 )
 
+var stateNames = [...]string{SessionSafe: "safe", SessionJeopardy: "jeopardy", SessionExpired: "expired"}
+
 // String is the state's name in events and in chubbysh: safe, jeopardy,
 // expired.
 func (s SessionState) String() string {
-	switch s {
-	case SessionSafe:
-		return "safe"
-	case SessionJeopardy:
-		return "jeopardy"
-	case SessionExpired:
-		return "expired"
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return fmt.Sprintf("SessionState(%d)", int(s))
 }
 
-// sessionState is the one translation of the lease's state.
-func sessionState(s session.State) SessionState {
-	switch s {
-	case session.Safe:
-		return SessionSafe
-	case session.Jeopardy:
-		return SessionJeopardy
-	}
-	return SessionExpired
-}
+// sessionState is the lease's state: the constants are numbered alike.
+func sessionState(s session.State) SessionState { return SessionState(s) }
 
 // State is the session's state now. A transition it observes (the local
 // lease ending) is acted on as the KeepAlive loop would: locks are marked

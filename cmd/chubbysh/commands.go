@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -286,36 +285,6 @@ func (sh *shell) report(what string, err error) int {
 		sh.emit(map[string]any{"error": err.Error(), "exit_code": code})
 	}
 	return code
-}
-
-// errorf prints one line `chubbysh: ...` on stderr (red on a terminal).
-func (sh *shell) errorf(format string, args ...any) {
-	fmt.Fprintf(sh.stderr, "%s\n", sh.errPal.red(fmt.Sprintf("chubbysh: "+format, args...)))
-}
-
-// emit prints one JSON object on one line.
-func (sh *shell) emit(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		sh.errorf("encode json: %v", err)
-		return
-	}
-	fmt.Fprintf(sh.stdout, "%s\n", b)
-	sh.emitted = true
-}
-
-// out prints the JSON object in -json mode and the text otherwise.
-func (sh *shell) out(obj any, text string) {
-	if sh.json {
-		sh.emit(obj)
-		return
-	}
-	if text != "" {
-		fmt.Fprint(sh.stdout, text)
-		if !strings.HasSuffix(text, "\n") {
-			fmt.Fprintln(sh.stdout)
-		}
-	}
 }
 
 // ctx bounds a call; Ctrl-C (SIGINT/SIGTERM) cancels it.
