@@ -120,6 +120,11 @@ func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 	return nil
 }
 
+// newRand seeds the jitter of the client's backoff.
+func newRand() *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x2545f4914f6cdd1d))
+}
+
 // Done is closed when the session has ended (expired or closed).
 func (c *Client) Done() <-chan struct{} { return c.done }
 

@@ -3,7 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -192,10 +191,6 @@ func (r *retrier) next() time.Duration {
 
 // reset starts the backoff over after a success.
 func (r *retrier) reset() { r.bo.Reset() }
-
-func newRand() *rand.Rand {
-	return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x2545f4914f6cdd1d))
-}
 
 // wireLockDelay is the one translation of a lock-delay of this package's API
 // into the wire's, whose -1 means "the cell's default" and 0 "none".

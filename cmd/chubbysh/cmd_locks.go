@@ -107,8 +107,11 @@ func (sh *shell) runHolding(ctx context.Context, detach func(), h *client.Handle
 		stopHint()
 		held, seq = true, s
 		detach()
-		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), client.ErrLockLost) {
-			return fmt.Errorf("acquire %s: interrupted", h.Path()) // Ctrl-C as the lock was granted
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, client.ErrLockLost): // already, as it was granted
+			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("%v; %s was not started", cause, argv[0])}
+		case cause != nil: // Ctrl-C as the lock was granted
+			return fmt.Errorf("acquire %s: interrupted, %s not started", h.Path(), argv[0])
 		}
 		sh.setHeld(h.Path(), h)
 		cmd := exec.Command(argv[0], argv[1:]...)
