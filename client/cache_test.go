@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -498,7 +497,7 @@ func TestCacheUnusedAfterLocalLeaseEnd(t *testing.T) {
 	if s := r.cl.CacheStats(); s.Entries != 0 {
 		t.Fatalf("%d cache entries in jeopardy, want a flushed cache", s.Entries)
 	}
-	r.reconnect(t, func() bool { return r.cl.State() == session.Safe })
+	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	nextEvent(t, r.cl, client.EventSafe)
 	read(t, h)
 	hits = r.cl.CacheStats().Hits

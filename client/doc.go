@@ -8,15 +8,46 @@
 //	select { case <-h.LockLost(): /* stop using the resource */ default: }
 //	err = h.Release(ctx)
 //
+// or, to run work only while the lock is held:
+//
+//	err = h.RunLocked(ctx, client.Exclusive, func(ctx context.Context, seq client.Sequencer) error {
+//		return work(ctx, seq) // ctx is done the moment the lock may be lost
+//	})
+//
 // A Client is one session. Dial finds the master (any server answers Hello
 // with the master's address), creates the session and starts the KeepAlive
 // loop: one KeepAlive is always parked on the master, which answers it after
 // about a third of the TTL. The local lease starts when a KeepAlive was sent
 // and is shortened by a drift margin, so it ends before the master's. When it
 // ends without a renewal the session is in jeopardy: every held lock's
-// LockLost channel is closed and EventJeopardy is delivered; the loop keeps
-// reconnecting with jittered backoff for the grace period (45 s) and then
-// reports EventSafe or EventExpired.
+// LockLost channel is closed (and RunLocked's context cancelled) and
+// EventJeopardy is delivered; the loop keeps reconnecting with jittered
+// backoff for the grace period (45 s) and then reports EventSafe or
+// EventExpired.
+//
+//	Dial ─► connect (discovery.go: Hello to every server at once, the master's
+//	  │      connection kept) ─► CreateSession ─► go keepAliveLoop
+//	  ▼
+//	keepAliveLoop (keepalive.go)            calls (calls.go)
+//	  KeepAlive parked on the master          do: numbered call, acked mark,
+//	  reply ─► invalidate cache, events,        retried on the master found by
+//	           renew local lease                the loop; same number on retry
+//	  no reply by lease end ─► jeopardy:      Open/reads (open.go, handle.go):
+//	    cache off, locks lost (locks.go),       cache first (cache.go), then do
+//	    EventJeopardy, reconnect with Backoff  Acquire/Release/RunLocked (locks.go)
+//	  grace ends / master says so ─► expired   Members/RemoveServer (operator.go)
+//
+// Files: client.go the Client, Dial and Close; config.go Config,
+// DefaultConfig, Validate, Backoff and the lock-delay values; discovery.go
+// finding the master; calls.go call numbering and retries; keepalive.go
+// the lease, jeopardy, expiry and events; session.go SessionState and
+// Session; open.go and handle.go nodes; cache.go the cache's use; locks.go
+// locks and RunLocked; operator.go membership; conn.go one multiplexed TCP
+// connection.
+//
+// Lock-delay values, in Config.LockDelay and the LockDelay option alike: 0
+// means the default (Config.LockDelay, itself DefaultLockDelay when 0),
+// NoLockDelay means none. They are translated to the wire in one place.
 //
 // Handles are bound to the instance of the node they opened: once it is
 // deleted, calls fail with ErrStaleHandle. Errors wrap the sentinels of this

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -199,14 +198,14 @@ func TestSlowConsumerNeverBlocksSession(t *testing.T) {
 		}
 		writes++
 		if writes%20 == 0 {
-			if st := slow.State(); st != session.Safe {
+			if st := slow.State(); st != client.SessionSafe {
 				t.Fatalf("the slow consumer's session is %v after %v", st, time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}
 	cell.WaitFor(t, 0, "dropped events to be counted", func() bool { return slow.DroppedEvents() > 0 })
 	info := slow.Session()
-	if info.State != session.Safe || info.LeaseLeft <= 0 {
+	if info.State != client.SessionSafe || info.LeaseLeft <= 0 {
 		t.Fatalf("after %d writes in %v: session %+v, want safe with lease left", writes, time.Since(start).Round(time.Millisecond), info)
 	}
 	if _, err := slow.WriteFile(ctxT(t), c.Path("d", "mine"), []byte("still here")); err != nil {
@@ -269,7 +268,7 @@ func TestJeopardyEventsInterleave(t *testing.T) {
 		done <- err
 	}()
 	cell.Never(t, 100*time.Millisecond, "the write returning while the cut-off cacher's lease on the master runs", func() bool { return len(done) > 0 })
-	r.reconnect(t, func() bool { return r.cl.State() == session.Safe })
+	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	select {
 	case err := <-done:
 		if err != nil {

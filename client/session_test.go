@@ -160,12 +160,12 @@ func TestJeopardySafeExpired(t *testing.T) {
 	if !e.Time.Equal(end) {
 		t.Fatalf("jeopardy at %v, want the end of the local lease %v", e.Time, end)
 	}
-	if st := r.cl.State(); st != session.Jeopardy {
+	if st := r.cl.State(); st != client.SessionJeopardy {
 		t.Fatalf("state %v, want jeopardy", st)
 	}
 
 	// The master is back within the grace period: safe again.
-	r.reconnect(t, func() bool { return r.cl.State() == session.Safe })
+	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	nextEvent(t, r.cl, client.EventSafe)
 	if !isClosed(lost) {
 		t.Fatal("LockLost reopened; the signal is final for that acquisition")
@@ -188,7 +188,7 @@ func TestJeopardySafeExpired(t *testing.T) {
 		t.Fatalf("expired at %v, want the end of the grace period %v", e.Time, want)
 	}
 	cell.WaitFor(t, 0, "Done to close", func() bool { return isClosed(r.cl.Done()) })
-	if st := r.cl.State(); st != session.Expired {
+	if st := r.cl.State(); st != client.SessionExpired {
 		t.Fatalf("state %v, want expired", st)
 	}
 	if _, err := h.GetStat(ctxT(t)); !errors.Is(err, client.ErrSessionExpired) {
@@ -245,16 +245,16 @@ func TestStateDoesNotSwallowJeopardy(t *testing.T) {
 	r.p.Break()
 	end := r.leaseEnd()
 	r.cc.Advance(end.Sub(r.cc.Now()))
-	if st := r.cl.State(); st != session.Jeopardy {
+	if st := r.cl.State(); st != client.SessionJeopardy {
 		t.Fatalf("state %v, want jeopardy", st)
 	}
-	if info := r.cl.Session(); info.State != session.Jeopardy || info.LeaseLeft != 0 {
+	if info := r.cl.Session(); info.State != client.SessionJeopardy || info.LeaseLeft != 0 {
 		t.Fatalf("session %+v, want jeopardy with no lease left", info)
 	}
 	cell.WaitFor(t, 0, "LockLost to close", func() bool { return isClosed(lost) })
 	nextEvent(t, r.cl, client.EventJeopardy)
 	// Leave the session in a state Close can end quickly.
-	r.reconnect(t, func() bool { return r.cl.State() == session.Safe })
+	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 }
 
 // TestEventsNeverBlock: a program that never reads Events must not stall the
@@ -266,8 +266,8 @@ func TestEventsNeverBlock(t *testing.T) {
 	for round := range 2 {
 		r.p.Break()
 		r.cc.Advance(r.leaseEnd().Sub(r.cc.Now()))
-		cell.WaitFor(t, 0, "jeopardy", func() bool { return r.cl.State() == session.Jeopardy })
-		r.reconnect(t, func() bool { return r.cl.State() == session.Safe })
+		cell.WaitFor(t, 0, "jeopardy", func() bool { return r.cl.State() == client.SessionJeopardy })
+		r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 		t.Logf("round %d: safe again; dropped %d", round, r.cl.DroppedEvents())
 	}
 	// jeopardy, safe, jeopardy, safe: the first fills the buffer.

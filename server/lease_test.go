@@ -12,7 +12,6 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -90,7 +89,7 @@ func TestKeepAliveCostsNoRaftWrite(t *testing.T) {
 	if n := p.Count(wire.MKeepAlive); n < rounds {
 		t.Fatalf("the client sent %d KeepAlives in %d rounds", n, rounds)
 	}
-	if st := cl.State(); st != session.Safe {
+	if st := cl.State(); st != client.SessionSafe {
 		t.Fatalf("client state %v, want safe", st)
 	}
 	// And the renewed sessions still work.

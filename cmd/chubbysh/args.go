@@ -74,18 +74,32 @@ func (a *cmdArgs) has(name string) bool { _, ok := a.flags[name]; return ok }
 // splitLine splits a script line into words like a POSIX shell would for
 // plain words, 'single quotes', "double quotes" and backslash escapes.
 func splitLine(line string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
+	words, cur, inWord, err := scanWords(line)
+	if err != nil {
+		return nil, err
+	}
+	if inWord {
+		words = append(words, cur)
+	}
+	return words, nil
+}
+
+// scanWords is the one word splitter of the shell (scripts, the prompt and
+// its completion): plain words, 'single quotes', "double quotes" (in which
+// a backslash escapes " \ $ `), backslash escapes and # comments. words
+// are the finished words; cur is the word at the end of line, inWord
+// whether one was begun; err reports an unterminated quote.
+func scanWords(line string) (words []string, cur string, inWord bool, err error) {
+	var b strings.Builder
 	for i := 0; i < len(line); i++ {
 		ch := line[i]
 		switch {
 		case ch == '\'':
 			j := strings.IndexByte(line[i+1:], '\'')
 			if j < 0 {
-				return nil, fmt.Errorf("unterminated single quote")
+				return nil, "", false, fmt.Errorf("unterminated single quote")
 			}
-			cur.WriteString(line[i+1 : i+1+j])
+			b.WriteString(line[i+1 : i+1+j])
 			i += j + 1
 			inWord = true
 		case ch == '"':
@@ -94,33 +108,30 @@ func splitLine(line string) ([]string, error) {
 				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
 					i++
 				}
-				cur.WriteByte(line[i])
+				b.WriteByte(line[i])
 			}
 			if i >= len(line) {
-				return nil, fmt.Errorf("unterminated double quote")
+				return nil, "", false, fmt.Errorf("unterminated double quote")
 			}
 			inWord = true
 		case ch == '\\':
 			if i+1 < len(line) {
 				i++
-				cur.WriteByte(line[i])
+				b.WriteByte(line[i])
 			}
 			inWord = true
 		case ch == ' ' || ch == '\t':
 			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
+				words = append(words, b.String())
+				b.Reset()
 				inWord = false
 			}
 		case ch == '#' && !inWord:
 			i = len(line)
 		default:
-			cur.WriteByte(ch)
+			b.WriteByte(ch)
 			inWord = true
 		}
 	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
+	return words, b.String(), inWord, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,14 +13,25 @@ import (
 
 // The file commands: ls, stat, cat, write, cas, mkdir, create, rm.
 
-func (sh *shell) cmdLs(a *cmdArgs) error {
+// onNode opens path and runs f on the handle, both bounded by ctx.
+func onNode[T any](ctx context.Context, sh *shell, path string, f func(*client.Handle, context.Context) (T, error)) (T, error) {
+	h, err := sh.cli.Open(ctx, path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return f(h, ctx)
+}
+
+// atPath is onNode for a command: Ctrl-C cancels it.
+func atPath[T any](sh *shell, path string, f func(*client.Handle, context.Context) (T, error)) (T, error) {
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	kids, err := h.ReadDir(ctx)
+	return onNode(ctx, sh, path, f)
+}
+
+func (sh *shell) cmdLs(a *cmdArgs) error {
+	kids, err := atPath(sh, a.pos[0], (*client.Handle).ReadDir)
 	if err != nil {
 		return err
 	}
@@ -31,13 +43,7 @@ func (sh *shell) cmdLs(a *cmdArgs) error {
 }
 
 func (sh *shell) cmdStat(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	st, err := h.GetStat(ctx)
+	st, err := atPath(sh, a.pos[0], (*client.Handle).GetStat)
 	if err != nil {
 		return err
 	}
@@ -63,13 +69,10 @@ func (sh *shell) cmdStat(a *cmdArgs) error {
 }
 
 func (sh *shell) cmdCat(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
-	if err != nil {
-		return err
-	}
-	data, _, err := h.GetContentsAndStat(ctx)
+	data, err := atPath(sh, a.pos[0], func(h *client.Handle, ctx context.Context) ([]byte, error) {
+		data, _, err := h.GetContentsAndStat(ctx)
+		return data, err
+	})
 	if err != nil {
 		return err
 	}
@@ -97,18 +100,9 @@ func (sh *shell) seqFlag(a *cmdArgs) ([]client.WriteOption, error) {
 }
 
 func (sh *shell) cmdWrite(a *cmdArgs) error {
-	opts, err := sh.seqFlag(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	st, err := sh.cli.WriteFile(ctx, a.pos[0], []byte(a.pos[1]), opts...)
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"content_gen": st.ContentGen}, "")
-	return nil
+	return sh.writeContents(a, a.pos[1], func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
+		return sh.cli.WriteFile(ctx, a.pos[0], data, opts...)
+	})
 }
 
 func (sh *shell) cmdCAS(a *cmdArgs) error {
@@ -116,13 +110,21 @@ func (sh *shell) cmdCAS(a *cmdArgs) error {
 	if err != nil {
 		return &usageError{fmt.Sprintf("GEN %q is not a content generation; usage: cas PATH GEN DATA [-seq SEQ]", a.pos[1])}
 	}
+	return sh.writeContents(a, a.pos[2], func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
+		return sh.cli.WriteFileIf(ctx, a.pos[0], data, gen, opts...)
+	})
+}
+
+// writeContents runs the write of data (write, cas) with -seq's fence and
+// prints the new content generation.
+func (sh *shell) writeContents(a *cmdArgs, data string, write func(context.Context, []byte, []client.WriteOption) (client.Stat, error)) error {
 	opts, err := sh.seqFlag(a)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	st, err := sh.cli.WriteFileIf(ctx, a.pos[0], []byte(a.pos[2]), gen, opts...)
+	st, err := write(ctx, []byte(data), opts)
 	if err != nil {
 		return err
 	}
@@ -131,24 +133,22 @@ func (sh *shell) cmdCAS(a *cmdArgs) error {
 }
 
 func (sh *shell) cmdMkdir(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0], client.CreateDir(), client.FailIfExists())
-	if err != nil {
-		return err
-	}
-	sh.out(map[string]any{"instance": h.Instance()}, "")
-	return nil
+	return sh.create(a.pos[0], client.CreateDir(), client.FailIfExists())
 }
 
 func (sh *shell) cmdCreate(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
 	opts := []client.OpenOption{client.Create(), client.FailIfExists()}
 	if a.has("ephemeral") {
 		opts = append(opts, client.Ephemeral())
 	}
-	h, err := sh.cli.Open(ctx, a.pos[0], opts...)
+	return sh.create(a.pos[0], opts...)
+}
+
+// create makes a node (mkdir, create) and prints its instance.
+func (sh *shell) create(path string, opts ...client.OpenOption) error {
+	ctx, cancel := sh.ctx()
+	defer cancel()
+	h, err := sh.cli.Open(ctx, path, opts...)
 	if err != nil {
 		return err
 	}
@@ -157,13 +157,10 @@ func (sh *shell) cmdCreate(a *cmdArgs) error {
 }
 
 func (sh *shell) cmdRm(a *cmdArgs) error {
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, a.pos[0])
+	_, err := atPath(sh, a.pos[0], func(h *client.Handle, ctx context.Context) (struct{}, error) {
+		return struct{}{}, h.Delete(ctx)
+	})
 	if err != nil {
-		return err
-	}
-	if err := h.Delete(ctx); err != nil {
 		return err
 	}
 	sh.dropHeld(a.pos[0])

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 )
 
 // The lock commands: lock (also lock -- CMD), trylock, unlock, seq, checkseq.
@@ -23,19 +22,23 @@ func lockMode(a *cmdArgs) client.Mode {
 	return client.Exclusive
 }
 
-func (sh *shell) lockOpts(a *cmdArgs) ([]client.LockOption, time.Duration, error) {
+// lockOpts reads -delay: 0s means none, as CONTRACT.md has it.
+func (sh *shell) lockOpts(a *cmdArgs) ([]client.LockOption, error) {
 	if !a.has("delay") {
-		return nil, session.DefaultLockDelay, nil
+		return nil, nil
 	}
 	d, err := time.ParseDuration(a.flags["delay"])
-	if err != nil || d < 0 || d > session.MaxLockDelay {
-		return nil, 0, &usageError{fmt.Sprintf("-delay %q: a duration from 0s to %v", a.flags["delay"], session.MaxLockDelay)}
+	if err != nil || d < 0 || d > client.MaxLockDelay {
+		return nil, &usageError{fmt.Sprintf("-delay %q: a duration from 0s to %v", a.flags["delay"], client.MaxLockDelay)}
 	}
-	return []client.LockOption{client.LockDelay(d)}, d, nil
+	if d == 0 {
+		d = client.NoLockDelay
+	}
+	return []client.LockOption{client.LockDelay(d)}, nil
 }
 
 func (sh *shell) cmdLock(a *cmdArgs) error {
-	opts, delay, err := sh.lockOpts(a)
+	opts, err := sh.lockOpts(a)
 	if err != nil {
 		return err
 	}
@@ -43,32 +46,38 @@ func (sh *shell) cmdLock(a *cmdArgs) error {
 		return &usageError{"lock PATH -- CMD: CMD is missing"}
 	}
 	path := a.pos[0]
-	ctx, cancel := sh.ctx()
+	ctx, cancel, detach := sh.interruptible()
 	defer cancel()
 	h, err := sh.openLockable(ctx, path)
 	if err != nil {
 		return err
 	}
+	if a.dash {
+		return sh.runHolding(ctx, detach, h, lockMode(a), opts, a.rest)
+	}
 	stopHint := sh.waitingHint(path)
 	err = h.Acquire(ctx, lockMode(a), opts...)
 	stopHint()
 	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("acquire %s: interrupted, not acquired", path)
-		}
-		return err
+		return acquireFailed(ctx, path, err)
 	}
-	cancel() // from here on the signals belong to the hold below
+	detach() // from here on the signals belong to the hold below
 	sh.setHeld(path, h)
 	seq, _ := h.Sequencer()
-	if a.dash {
-		return sh.runHolding(h, seq, delay, a.rest)
-	}
 	sh.out(map[string]any{"sequencer": seq.String()}, seq.String())
 	if sh.oneShot {
 		return sh.holdUntilSignal(h)
 	}
 	return nil
+}
+
+// acquireFailed is the error of an Acquire that failed: interrupted (Ctrl-C
+// cancelled ctx) or the cell's answer.
+func acquireFailed(ctx context.Context, path string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("acquire %s: interrupted, not acquired", path)
+	}
+	return err
 }
 
 // holdUntilSignal keeps a one-shot lock held until SIGINT/SIGTERM (exit 0,
@@ -84,58 +93,86 @@ func (sh *shell) holdUntilSignal(h *client.Handle) error {
 	}
 }
 
-// runHolding runs CMD while the lock is held. If the lock may be lost
-// (jeopardy) CMD gets SIGTERM and, if still running, SIGKILL before the
-// earliest moment the master could grant the lock to anybody else.
-func (sh *shell) runHolding(h *client.Handle, seq client.Sequencer, delay time.Duration, argv []string) error {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "CHUBBY_SEQUENCER="+seq.String())
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, sh.stdout, sh.stderr
-	if err := cmd.Start(); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		h.Release(ctx)
-		cancel()
-		return fmt.Errorf("start %s: %w", argv[0], err)
+// runHolding runs CMD while the lock is held (client.RunLocked): Ctrl-C
+// gives up waiting for the lock; once CMD runs, signals go to it, and
+// chubbysh exits with its code. When the lock may be lost CMD gets SIGTERM
+// and, if still running by the time the library says the lock could move,
+// SIGKILL.
+func (sh *shell) runHolding(ctx context.Context, detach func(), h *client.Handle, mode client.Mode, opts []client.LockOption, argv []string) error {
+	stopHint := sh.waitingHint(h.Path())
+	held, ran, exited := false, false, false
+	var seq client.Sequencer
+	var cmdErr error
+	err := h.RunLocked(ctx, mode, func(ctx context.Context, s client.Sequencer) error {
+		stopHint()
+		held, seq = true, s
+		detach()
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, client.ErrLockLost): // already, as it was granted
+			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("%v; %s was not started", cause, argv[0])}
+		case cause != nil: // Ctrl-C as the lock was granted
+			return fmt.Errorf("acquire %s: interrupted, %s not started", h.Path(), argv[0])
+		}
+		sh.setHeld(h.Path(), h)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "CHUBBY_SEQUENCER="+s.String())
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, sh.stdout, sh.stderr
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start %s: %w", argv[0], err)
+		}
+		ran = true
+		exited, cmdErr = sh.supervise(ctx, cmd, h.Path())
+		return cmdErr
+	}, opts...)
+	if !held {
+		stopHint()
+		return acquireFailed(ctx, h.Path(), err)
 	}
+	sh.dropHeld(h.Path())
+	if !ran {
+		return err
+	}
+	// CMD's exit code, whatever the release said (the session's end frees
+	// the lock in any case).
+	if exited && sh.json {
+		code := exitOK
+		var ee *exitError
+		if errors.As(cmdErr, &ee) {
+			code = ee.code
+		}
+		sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
+	}
+	return cmdErr
+}
+
+// supervise waits for the running cmd, relaying signals to it. When ctx is
+// done (the lock may be lost) it stops cmd: SIGTERM, then SIGKILL at the
+// lock's StopBy. exited: cmd ended by itself; err carries its exit code.
+func (sh *shell) supervise(ctx context.Context, cmd *exec.Cmd, path string) (exited bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Release(ctx)
-		sh.dropHeld(h.Path())
-	}
 	for {
 		select {
 		case err := <-done:
-			release()
-			err = exitCodeOf(err)
-			if sh.json {
-				code := exitOK
-				var ee *exitError
-				if errors.As(err, &ee) {
-					code = ee.code
-				}
-				sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
-			}
-			return err
+			return true, exitCodeOf(err)
 		case s := <-sh.signals:
 			cmd.Process.Signal(s)
-		case <-h.LockLost():
-			// The master's lease outlives our local lease by at least the
-			// drift margin, and lock-delay adds to that: kill within it.
-			grace := session.DriftMargin(sh.cli.Session().TTL) / 2
-			if delay > 0 {
-				grace = min(delay/2, 2*time.Second)
+		case <-ctx.Done():
+			stopBy := time.Now()
+			var lost *client.LockLostError
+			if errors.As(context.Cause(ctx), &lost) {
+				stopBy = lost.StopBy
 			}
 			cmd.Process.Signal(syscall.SIGTERM)
+			t := time.NewTimer(time.Until(stopBy))
 			select {
 			case <-done:
-			case <-time.After(grace):
+			case <-t.C:
 				cmd.Process.Kill()
 				<-done
 			}
-			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy; %s was stopped", h.Path(), argv[0])}
+			t.Stop()
+			return false, &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy; %s was stopped", path, cmd.Args[0])}
 		}
 	}
 }
@@ -159,7 +196,7 @@ func exitCodeOf(err error) error {
 }
 
 func (sh *shell) cmdTryLock(a *cmdArgs) error {
-	opts, _, err := sh.lockOpts(a)
+	opts, err := sh.lockOpts(a)
 	if err != nil {
 		return err
 	}
@@ -179,14 +216,23 @@ func (sh *shell) cmdTryLock(a *cmdArgs) error {
 	return nil
 }
 
-func (sh *shell) cmdUnlock(a *cmdArgs) error {
-	h, ok := sh.held[a.pos[0]]
+// heldHandle is the handle of a lock this session took on path.
+func (sh *shell) heldHandle(path string) (*client.Handle, error) {
+	h, ok := sh.held[path]
 	if !ok {
-		return fmt.Errorf("%s: %w by this session", a.pos[0], client.ErrNotHeld)
+		return nil, fmt.Errorf("%s: %w by this session", path, client.ErrNotHeld)
+	}
+	return h, nil
+}
+
+func (sh *shell) cmdUnlock(a *cmdArgs) error {
+	h, err := sh.heldHandle(a.pos[0])
+	if err != nil {
+		return err
 	}
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	err := h.Release(ctx)
+	err = h.Release(ctx)
 	sh.dropHeld(a.pos[0])
 	if err != nil {
 		return err
@@ -196,9 +242,9 @@ func (sh *shell) cmdUnlock(a *cmdArgs) error {
 }
 
 func (sh *shell) cmdSeq(a *cmdArgs) error {
-	h, ok := sh.held[a.pos[0]]
-	if !ok {
-		return fmt.Errorf("%s: %w by this session", a.pos[0], client.ErrNotHeld)
+	h, err := sh.heldHandle(a.pos[0])
+	if err != nil {
+		return err
 	}
 	seq, err := h.Sequencer()
 	if err != nil {

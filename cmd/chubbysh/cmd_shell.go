@@ -40,13 +40,7 @@ func (sh *shell) cmdCd(a *cmdArgs) error {
 	if !within(home, target) {
 		return fmt.Errorf("%w: %s is outside the cell's namespace %s", client.ErrBadPath, target, home)
 	}
-	ctx, cancel := sh.ctx()
-	defer cancel()
-	h, err := sh.cli.Open(ctx, target)
-	if err != nil {
-		return err
-	}
-	st, err := h.GetStat(ctx)
+	st, err := atPath(sh, target, (*client.Handle).GetStat)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/fs"
 )
 
 // cmdWatch prints the events of PATH (and of its children, for a directory)
@@ -69,8 +68,8 @@ func (sh *shell) watched(path string, ev client.Event) bool {
 	if ev.Path == path {
 		return true
 	}
-	dir, _ := fs.Split(ev.Path)
-	return dir == path && strings.HasPrefix(ev.Path, path+"/")
+	i := strings.LastIndexByte(ev.Path, '/')
+	return i >= 0 && ev.Path[:i] == path
 }
 
 // watchEvents is where a watch reads events: the client's own channel, or,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -288,45 +287,31 @@ func (sh *shell) report(what string, err error) int {
 	return code
 }
 
-// errorf prints one line `chubbysh: ...` on stderr (red on a terminal).
-func (sh *shell) errorf(format string, args ...any) {
-	fmt.Fprintf(sh.stderr, "%s\n", sh.errPal.red(fmt.Sprintf("chubbysh: "+format, args...)))
-}
-
-// emit prints one JSON object on one line.
-func (sh *shell) emit(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		sh.errorf("encode json: %v", err)
-		return
-	}
-	fmt.Fprintf(sh.stdout, "%s\n", b)
-	sh.emitted = true
-}
-
-// out prints the JSON object in -json mode and the text otherwise.
-func (sh *shell) out(obj any, text string) {
-	if sh.json {
-		sh.emit(obj)
-		return
-	}
-	if text != "" {
-		fmt.Fprint(sh.stdout, text)
-		if !strings.HasSuffix(text, "\n") {
-			fmt.Fprintln(sh.stdout)
-		}
-	}
-}
-
 // ctx bounds a call; Ctrl-C (SIGINT/SIGTERM) cancels it.
 func (sh *shell) ctx() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, _ := sh.interruptible()
+	return ctx, cancel
+}
+
+// interruptible is ctx for a command that hands the signals on after a
+// while (to a lock's hold, to CMD): detach stops Ctrl-C from cancelling
+// ctx and returns once it no longer can.
+func (sh *shell) interruptible() (ctx context.Context, cancel context.CancelFunc, detach func()) {
+	ctx, cancel = context.WithCancel(context.Background())
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		select {
 		case <-sh.signals:
 			cancel()
 		case <-ctx.Done():
+		case <-stop:
 		}
 	}()
-	return ctx, cancel
+	var once sync.Once
+	detach = func() {
+		once.Do(func() { close(stop) })
+		<-stopped
+	}
+	return ctx, cancel, detach
 }

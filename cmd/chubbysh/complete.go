@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/chubby-dev/chubby/client"
 )
 
 // Tab completion in the interactive shell: command names, a command's flags,
@@ -46,34 +48,8 @@ func (c *completer) Do(line []rune, pos int) ([][]rune, int) {
 // and the word being typed ("" after a space). ok is false inside a quote,
 // where no completion applies.
 func completionWords(text string) (words []string, cur string, ok bool) {
-	var b strings.Builder
-	inWord := false
-	for i := 0; i < len(text); i++ {
-		switch ch := text[i]; {
-		case ch == '\'' || ch == '"':
-			j := strings.IndexByte(text[i+1:], ch)
-			if j < 0 {
-				return nil, "", false
-			}
-			b.WriteString(text[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case ch == '\\' && i+1 < len(text):
-			i++
-			b.WriteByte(text[i])
-			inWord = true
-		case ch == ' ' || ch == '\t':
-			if inWord {
-				words = append(words, b.String())
-				b.Reset()
-				inWord = false
-			}
-		default:
-			b.WriteByte(ch)
-			inWord = true
-		}
-	}
-	return words, b.String(), true
+	words, cur, _, err := scanWords(text)
+	return words, cur, err == nil
 }
 
 // complete returns the candidates for the word cur after words, each a
@@ -213,11 +189,7 @@ func (sh *shell) children(dir, prefix string) (names []string, isDir map[string]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	h, err := sh.cli.Open(ctx, dir)
-	if err != nil {
-		return nil, nil
-	}
-	kids, err := h.ReadDir(ctx)
+	kids, err := onNode(ctx, sh, dir, (*client.Handle).ReadDir)
 	if err != nil {
 		return nil, nil
 	}
@@ -233,17 +205,11 @@ func (sh *shell) children(dir, prefix string) (names []string, isDir map[string]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			kid, err := sh.cli.Open(ctx, path.Join(dir, n))
-			if err != nil {
-				return
+			if st, err := onNode(ctx, sh, path.Join(dir, n), (*client.Handle).GetStat); err == nil {
+				mu.Lock()
+				isDir[n] = st.IsDir
+				mu.Unlock()
 			}
-			st, err := kid.GetStat(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			isDir[n] = st.IsDir
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()

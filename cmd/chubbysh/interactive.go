@@ -14,7 +14,6 @@ import (
 	"syscall"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chzyer/readline"
 	"golang.org/x/term"
 )
@@ -392,8 +391,8 @@ func (sh *shell) prompt() string {
 	si := sh.cli.Session()
 	p := sh.outPal.bold(si.Cell + ":" + sh.dir())
 	switch si.State {
-	case session.Safe:
-	case session.Jeopardy:
+	case client.SessionSafe:
+	case client.SessionJeopardy:
 		p += " " + sh.outPal.yellow("["+si.State.String()+"]")
 	default:
 		p += " " + sh.outPal.red("["+si.State.String()+"]")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
 )
 
@@ -151,7 +150,7 @@ func TestClusterPause(t *testing.T) {
 		t.Fatalf("on resume the clock moved %v after a pause of at least %v", jumped, paused)
 	}
 	c.WaitCaughtUp(t, c.Master(t))
-	if s := cl.Session(); s.ID != id || s.State != session.Safe {
+	if s := cl.Session(); s.ID != id || s.State != client.SessionSafe {
 		t.Fatalf("the client's session after the pause: %+v, want id %d, safe", s, id)
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -288,7 +287,7 @@ func TestFailoversBoundDeadSession(t *testing.T) {
 	if err != nil || wseq.Gen <= dseq.Seq.Gen {
 		t.Fatalf("waiter's sequencer %s (%v) not greater than the dead holder's %s", wseq, err, dseq.Seq)
 	}
-	if st := waiter.Session(); st.State != session.Safe {
+	if st := waiter.Session(); st.State != client.SessionSafe {
 		t.Fatalf("the waiter's own session is %v after the storm", st.State)
 	}
 }

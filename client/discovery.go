@@ -1,0 +1,212 @@
+package client
+
+// Discovery: finding the master among the servers, keeping the connection to
+// it, and what a new master needs to be told (the event subscriptions).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// connect finds the master and installs a connection to it, trying every
+// known server once.
+func (c *Client) connect(ctx context.Context) error {
+	c.mu.Lock()
+	servers := append([]string(nil), c.known...)
+	c.mu.Unlock()
+	m, err := c.findMaster(ctx, servers)
+	if err != nil {
+		var hinted []string
+		for _, h := range m.hints {
+			if !slices.Contains(servers, h) {
+				hinted = append(hinted, h)
+			}
+		}
+		if len(hinted) == 0 || c.cfg.FixedServers {
+			return err
+		}
+		if m, err = c.findMaster(ctx, hinted); err != nil {
+			return err
+		}
+	}
+	conn, addr, hello := m.conn, m.addr, m.hello
+	{
+		c.mu.Lock()
+		if c.conn != nil {
+			c.conn.close()
+		}
+		failover := c.epoch != 0 && c.epoch != hello.Epoch
+		if failover {
+			// Before any call uses the new master: nothing cached under
+			// the old one may be served, and the new master's invalidation
+			// numbers start afresh.
+			c.cache.Flush()
+			c.invalAck.Store(0)
+		}
+		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
+		select {
+		case <-c.connReady:
+		default:
+			close(c.connReady)
+		}
+		c.mu.Unlock()
+		if failover {
+			c.emit(Event{Type: EventMasterFailover})
+			go c.resubscribe()
+		}
+		return nil
+	}
+}
+
+// probeResult is one server's answer to Hello.
+type probeResult struct {
+	addr  string
+	conn  *rpcConn
+	hello wire.HelloReply
+	err   error
+}
+
+// found is the outcome of findMaster: the master's connection, or the
+// masters the servers pointed to.
+type found struct {
+	addr  string
+	conn  *rpcConn
+	hello wire.HelloReply
+	hints []string
+}
+
+// findMaster asks every server at once who the master is and keeps the
+// connection of the first that is. A stopped or unreachable server costs no
+// more than the slowest answer of the others (at most the 2 s probe
+// timeout), whatever its place in the list.
+func (c *Client) findMaster(ctx context.Context, servers []string) (found, error) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	results := make(chan probeResult, len(servers))
+	for _, addr := range servers {
+		go func(addr string) {
+			r := probeResult{addr: addr}
+			r.conn, r.err = dialConn(pctx, addr)
+			if r.err == nil {
+				r.err = r.conn.call(pctx, wire.MHello, 0, 0, wire.HelloArgs{}, &r.hello)
+				if r.err != nil {
+					r.conn.close()
+					r.conn = nil
+				}
+			}
+			results <- r
+		}(addr)
+	}
+	var out found
+	var lastErr error = errors.New("no servers")
+	pending := len(servers)
+	for pending > 0 {
+		r := <-results
+		pending--
+		if r.err != nil {
+			lastErr = fmt.Errorf("%s: %w", r.addr, r.err)
+			continue
+		}
+		c.learn(r.hello.Servers)
+		if r.hello.IsMaster && out.conn == nil {
+			out.addr, out.conn, out.hello = r.addr, r.conn, r.hello
+			break
+		}
+		r.conn.close()
+		lastErr = fmt.Errorf("%s (%s) is not the master", r.addr, r.hello.Node)
+		if r.hello.Master != "" && !slices.Contains(out.hints, r.hello.Master) {
+			out.hints = append(out.hints, r.hello.Master)
+		}
+	}
+	if pending > 0 {
+		// Close the connections of the probes still running.
+		go func(n int) {
+			for ; n > 0; n-- {
+				if r := <-results; r.conn != nil {
+					r.conn.close()
+				}
+			}
+		}(pending)
+	}
+	if out.conn == nil {
+		return out, lastErr
+	}
+	return out, nil
+}
+
+// resubscribe re-sends the event subscriptions of open handles to a new
+// master (which starts with none).
+func (c *Client) resubscribe() {
+	c.mu.Lock()
+	subs := make(map[string]uint32, len(c.watches))
+	for p, m := range c.watches {
+		subs[p] = m
+	}
+	c.mu.Unlock()
+	for p, m := range subs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var rep wire.StatReply
+		if err := c.do(ctx, wire.MOpen, wire.OpenArgs{Path: p, Events: m}, &rep, readCall); err != nil {
+			c.log.Debug("re-subscribing after failover", "path", p, "err", err)
+		}
+		cancel()
+	}
+}
+
+// learn adds servers a Hello told us of to the ones tried on reconnect.
+func (c *Client) learn(servers []string) {
+	if c.cfg.FixedServers {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range servers {
+		if !slices.Contains(c.known, s) {
+			c.known = append(c.known, s)
+		}
+	}
+}
+
+// current returns the connection to the master, waiting while the KeepAlive
+// loop reconnects.
+func (c *Client) current(ctx context.Context) (*rpcConn, uint64, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, 0, ErrClosed
+		}
+		if c.lease.State() == session.Expired {
+			c.mu.Unlock()
+			return nil, 0, fmt.Errorf("%w: session %d", ErrSessionExpired, c.id)
+		}
+		conn, epoch, ready := c.conn, c.epoch, c.connReady
+		c.mu.Unlock()
+		if conn != nil {
+			return conn, epoch, nil
+		}
+		select {
+		case <-ready:
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// dropConn forgets a failed connection so the KeepAlive loop reconnects.
+func (c *Client) dropConn(conn *rpcConn) {
+	c.mu.Lock()
+	if c.conn == conn {
+		c.conn = nil
+		c.connReady = make(chan struct{})
+	}
+	c.mu.Unlock()
+	conn.close()
+}

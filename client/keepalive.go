@@ -1,0 +1,252 @@
+package client
+
+// The KeepAlive loop: renewing the lease, reconnecting after a failure,
+// jeopardy and the grace period, expiry, and delivering events.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// keepAliveLoop renews the lease: a KeepAlive is always parked on the
+// master, which answers it after about a third of the TTL. When no renewal
+// arrives before the local lease ends the session is in jeopardy; the loop
+// keeps reconnecting (with jittered backoff) until the grace period ends.
+func (c *Client) keepAliveLoop() {
+	defer close(c.done)
+	retry := c.newRetrier()
+	type result struct {
+		sentAt time.Time
+		rep    wire.KeepAliveReply
+		err    error
+		conn   *rpcConn
+	}
+	results := make(chan result, 1)
+	inflight := false
+	var kaConn *rpcConn // the connection of the KeepAlive in flight
+	// urgent: ask the master to answer at once (fresh connection or
+	// jeopardy) rather than hold the poll for a third of the TTL.
+	urgent := false
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		if !inflight {
+			c.mu.Lock()
+			conn, epoch := c.conn, c.epoch
+			c.mu.Unlock()
+			if conn == nil {
+				if err := c.connect(ctx); err != nil {
+					c.log.Debug("reconnect failed", "err", err)
+					if !c.sleep(retry.next()) {
+						return
+					}
+					continue
+				}
+				urgent = true
+				continue
+			}
+			inflight, kaConn = true, conn
+			sentAt := c.clock.Now()
+			c.mu.Lock()
+			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe, AckInval: c.invalAck.Load()}
+			c.mu.Unlock()
+			go func() {
+				var rep wire.KeepAliveReply
+				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, args, &rep)
+				results <- result{sentAt, rep, err, conn}
+			}()
+		}
+		c.mu.Lock()
+		wake := c.lease.Expiry()
+		if c.lease.State() != session.Safe {
+			wake = c.lease.GraceEnd()
+		}
+		c.mu.Unlock()
+		if !wake.After(c.clock.Now()) {
+			// The deadline passed while the loop was busy (reconnecting):
+			// act on it now rather than through a timer armed in the past.
+			if c.checkLease() == session.Expired {
+				return
+			}
+			continue
+		}
+		timer := c.clock.NewTimer(wake.Sub(c.clock.Now()))
+		select {
+		case r := <-results:
+			timer.Stop()
+			inflight = false
+			switch {
+			case r.err == nil:
+				retry.reset()
+				urgent = false
+				// Invalidations first: the renewed lease below must not
+				// make a dropped entry servable again.
+				if len(r.rep.Invalidations) > 0 {
+					c.cache.Invalidate(r.rep.Invalidations...)
+				}
+				c.invalAck.Store(r.rep.InvalSeq)
+				for _, ev := range r.rep.Events {
+					if ev.Type == wire.EventHandleInvalid {
+						// The node is gone; so is the master's subscription.
+						c.mu.Lock()
+						delete(c.watches, ev.Path)
+						c.mu.Unlock()
+					}
+					c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
+				}
+				if r.rep.Dropped > 0 {
+					c.dropped.Add(r.rep.Dropped)
+					c.log.Warn("the master dropped events for this session: its queue was full", "dropped", r.rep.Dropped)
+				}
+				c.mu.Lock()
+				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
+				c.cache.SetLeaseEnd(c.lease.Expiry())
+				c.mu.Unlock()
+				if before == session.Jeopardy {
+					if !c.cfg.DisableCache {
+						c.cache.Enable()
+					}
+					c.emit(Event{Type: EventSafe})
+				}
+			case errors.Is(r.err, ErrSessionExpired):
+				c.expire()
+				return
+			default:
+				c.log.Debug("keepalive failed", "err", r.err)
+				c.dropConn(r.conn)
+				if c.checkLease() == session.Expired {
+					return
+				}
+				if !c.sleep(retry.next()) {
+					return
+				}
+			}
+		case <-timer.C():
+			st := c.checkLease()
+			if st == session.Expired {
+				return
+			}
+			if st == session.Jeopardy && inflight {
+				// No answer for a whole lease, yet the connection is up
+				// (a paused master, or a partition that drops packets):
+				// give it up and look for the master among every server
+				// for the grace period, instead of waiting on it.
+				c.dropConn(kaConn)
+			}
+		case <-c.stop:
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// sleep waits d on the client's clock, or less: it wakes at the end of the
+// local lease (in jeopardy, of the grace period), so that jeopardy — and with
+// it the lock-lost signal — and expiry are acted on the moment they happen,
+// not a backoff later. It returns false if the client is stopping or the
+// session has expired.
+func (c *Client) sleep(d time.Duration) bool {
+	select {
+	case <-c.stop:
+		return false
+	default:
+	}
+	c.mu.Lock()
+	deadline := c.lease.Expiry()
+	if c.lease.State() != session.Safe {
+		deadline = c.lease.GraceEnd()
+	}
+	c.mu.Unlock()
+	if left := deadline.Sub(c.clock.Now()); left < d {
+		d = left
+	}
+	if d > 0 {
+		t := c.clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-c.stop:
+			return false
+		}
+	}
+	return c.checkLease() != session.Expired
+}
+
+// checkLease advances the lease state for now, emitting jeopardy (and
+// signalling lock loss) or expiry.
+func (c *Client) checkLease() session.State {
+	c.mu.Lock()
+	before := c.lease.State()
+	after := c.lease.Check(c.clock.Now())
+	c.mu.Unlock()
+	if before == session.Safe && after != session.Safe {
+		c.cache.Disable()
+		c.loseLocks(LostJeopardy)
+		c.emit(Event{Type: EventJeopardy})
+	}
+	if after == session.Expired && before != session.Expired {
+		c.expire()
+	}
+	return after
+}
+
+// expire ends the session locally: every handle and lock becomes invalid.
+func (c *Client) expire() {
+	conn, first := c.markExpired()
+	if !first {
+		return
+	}
+	c.cache.Disable()
+	c.loseLocks(LostExpired)
+	if conn != nil {
+		conn.close()
+	}
+	c.emit(Event{Type: EventExpired})
+}
+
+// markExpired records the expiry; it returns the connection to close and
+// whether this is the first time.
+func (c *Client) markExpired() (*rpcConn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.expired
+	c.expired = true
+	c.lease.Expire()
+	return c.conn, first
+}
+
+// loseLocks fires the lock-lost signal of every held lock.
+func (c *Client) loseLocks(reason string) {
+	c.mu.Lock()
+	hs := make([]*Handle, 0, len(c.held))
+	for h := range c.held {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.markLost(reason)
+	}
+}
+
+func (c *Client) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = c.clock.Now()
+	}
+	select {
+	case c.events <- e:
+	default:
+		c.dropped.Add(1)
+	}
+}
+
+// Events delivers session events (jeopardy, safe, expired, master_failover).
+// A consumer that falls behind loses events, never blocks the session;
+// DroppedEvents counts them.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// DroppedEvents is how many events were dropped because Events was full.
+func (c *Client) DroppedEvents() uint64 { return c.dropped.Load() }

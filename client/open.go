@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/chubby-dev/chubby/cache"
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// OpenOption modifies Open.
+type OpenOption func(*openOpts)
+
+// openOpts is what the options of an Open ask for.
+type openOpts struct {
+	create, isDir, ephemeral, exclusive bool
+	events                              uint32 // the wire's event mask
+}
+
+// Create makes Open create the file if it is missing.
+func Create() OpenOption { return func(o *openOpts) { o.create = true } }
+
+// CreateDir makes Open create a directory if it is missing.
+func CreateDir() OpenOption { return func(o *openOpts) { o.create, o.isDir = true, true } }
+
+// Ephemeral makes Open create an ephemeral file, deleted when this session ends.
+func Ephemeral() OpenOption { return func(o *openOpts) { o.create, o.ephemeral = true, true } }
+
+// FailIfExists makes a creating Open fail with ErrExists if the node exists.
+func FailIfExists() OpenOption { return func(o *openOpts) { o.exclusive = true } }
+
+// WithEvents subscribes the handle to events on its node; they arrive on
+// Client.Events with the node's path (the child's, for child events).
+// With no types, every handle event is subscribed.
+func WithEvents(types ...EventType) OpenOption {
+	return func(o *openOpts) {
+		if len(types) == 0 {
+			o.events |= wire.EvAll
+		}
+		for _, t := range types {
+			o.events |= wire.EventType(t).Bit()
+		}
+	}
+}
+
+// Open returns a handle on path, creating the node if an option says so.
+// Opening an existing node (or learning that it is missing) is answered
+// from the cache when it can be: repeated Opens cost no round trip.
+func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Handle, error) {
+	var o openOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	args := wire.OpenArgs{Path: path, Create: o.create, IsDir: o.isDir, Ephemeral: o.ephemeral, Exclusive: o.exclusive, Events: o.events}
+	if err := fs.CheckPath(c.Cell(), path); err != nil {
+		return nil, err
+	}
+	h := &Handle{c: c, path: path, events: args.Events}
+	if !args.Create && args.Events == 0 {
+		if v, ok := c.cachedStat(path); ok {
+			if v.Absent {
+				return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
+			}
+			h.instance, h.isDir = v.Stat.Instance, v.Stat.IsDir
+			return h, nil
+		}
+	}
+	if args.Create {
+		c.writing(path)
+	} else {
+		args.Cache = true
+	}
+	tok := c.cache.Begin()
+	var rep wire.StatReply
+	err := c.do(ctx, wire.MOpen, args, &rep, args.Create)
+	if args.Create {
+		c.written(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if rep.Cacheable {
+		c.cache.Put(cache.Key{Path: path, Kind: cache.StatOnly}, cache.Value{Absent: rep.Absent, Stat: rep.Stat}, tok)
+	}
+	if rep.Absent {
+		return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
+	}
+	h.instance, h.isDir = rep.Stat.Instance, rep.Stat.IsDir
+	if args.Events != 0 {
+		c.mu.Lock()
+		c.watches[path] |= args.Events
+		c.watchN[path]++
+		c.mu.Unlock()
+	}
+	return h, nil
+}
