@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -19,7 +22,12 @@ const bodyTimeout = 30 * time.Second
 // them to the dispatch table; replies may come from any goroutine (a handler,
 // a KeepAlive hold timer, a lock grant) and are serialised by wmu.
 type conn struct {
-	s      *Server
+	log       hclog.Logger
+	badFrames prometheus.Counter
+	// dispatch serves one decoded call; done runs once serve returns.
+	dispatch func(*conn, *wire.Request)
+	done     func(*conn)
+
 	nc     net.Conn
 	br     *bufio.Reader
 	wmu    sync.Mutex
@@ -42,7 +50,7 @@ func (c *conn) send(resp *wire.Response) {
 	var err error
 	c.buf, err = wire.AppendFrame(c.buf[:0], resp)
 	if err != nil {
-		c.s.log.Error("encode response", "err", err)
+		c.log.Error("encode response", "err", err)
 		return
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
@@ -74,7 +82,7 @@ func (c *conn) reply(id uint64, body any, err error) {
 // serve reads calls until the connection fails or carries garbage.
 func (c *conn) serve() {
 	defer c.close()
-	defer c.s.dropConn(c)
+	defer c.done(c)
 	for {
 		// Wait for a frame without a deadline (a client may be idle while
 		// its KeepAlive is parked), then give its body bodyTimeout to
@@ -86,25 +94,25 @@ func (c *conn) serve() {
 		c.nc.SetReadDeadline(time.Time{})
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
-				c.s.metrics.badFrames.Inc()
-				c.s.rpcLog.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+				c.badFrames.Inc()
+				c.log.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 				c.reply(0, nil, errBadRequest("bad frame: %v", err))
 			}
 			return
 		}
 		req, err := wire.DecodeRequest(frame)
 		if err != nil {
-			c.s.metrics.badFrames.Inc()
-			c.s.rpcLog.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.badFrames.Inc()
+			c.log.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 			c.reply(0, nil, errBadRequest("%v", err))
 			return
 		}
-		if req.Method == wire.MInvalid || req.Method >= wire.MethodCount || calls[req.Method].handle == nil {
-			c.s.metrics.badFrames.Inc()
+		if !known(req.Method) {
+			c.badFrames.Inc()
 			c.reply(req.ID, nil, errBadRequest("unknown call %d", req.Method))
 			return
 		}
-		c.s.dispatch(c, req)
+		c.dispatch(c, req)
 	}
 }
 

@@ -63,6 +63,11 @@ func init() {
 	}
 }
 
+// known reports whether m is a call of the dispatch table.
+func known(m wire.Method) bool {
+	return m != wire.MInvalid && m < wire.MethodCount && calls[m].handle != nil
+}
+
 // dispatch checks the epoch and session of a call and runs its handler.
 func (s *Server) dispatch(c *conn, req *wire.Request) {
 	spec := calls[req.Method]
@@ -194,7 +199,7 @@ func (c *call) removeServer() (any, error) {
 		return nil, fmt.Errorf("%w: no server named %q in the cell", fs.ErrNoSuchNode, a.Name)
 	}
 	// Tombstone first, so the master does not add it back from gossip.
-	if _, err := c.s.propose(&fs.Command{Op: fs.OpRemoveServer, Path: a.Name}); err != nil {
+	if _, err := c.s.proposer.propose(&fs.Command{Op: fs.OpRemoveServer, Path: a.Name}); err != nil {
 		return nil, err
 	}
 	c.s.log.Info("removing server for good", "node", a.Name)
@@ -213,7 +218,7 @@ func (c *call) createSession() (any, error) {
 	if a.TTL == 0 {
 		ttl = c.s.cfg.DefaultTTL
 	}
-	res, err := c.s.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl), Nonce: a.Nonce})
+	res, err := c.s.proposer.propose(&fs.Command{Op: fs.OpCreateSession, TTL: int64(ttl), Nonce: a.Nonce})
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +259,7 @@ func (c *call) open() (any, error) {
 	// Subscribe only once the node is known to exist (or was created).
 	watch := func() {
 		if a.Events != 0 {
-			c.s.tracker.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+			c.s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
 		}
 	}
 	if !a.Create {
@@ -285,7 +290,7 @@ func (c *call) unwatch() (any, error) {
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
-	c.s.tracker.watch(c.req.Session, a.Path, 0)
+	c.s.watches.watch(c.req.Session, a.Path, 0)
 	return wire.Empty{}, nil
 }
 

@@ -2,8 +2,12 @@ package server
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
@@ -18,12 +22,46 @@ const stallThreshold = 500 * time.Millisecond
 // leaseTable is the master's in-memory view of session leases. A KeepAlive
 // touches only this table: no raft write, no disk, no goroutine while it is
 // held (a parked poll is a struct and a runtime timer).
+//
+// Like etcd's lessor, the table has an explicit lifecycle and never acts on
+// the cell by itself: Promote installs a lease for every session when this
+// server becomes master, Demote drops them all when it stops, and a lease
+// that runs out is handed out on an out-queue (Expired, TakeExpired) for
+// the master loop to confirm its leadership and propose the expiry.
 type leaseTable struct {
-	s  *Server
+	clock   session.Clock
+	log     hclog.Logger
+	stall   stallDetector
+	metrics leaseMetrics
+
 	mu sync.Mutex
 	m  map[uint64]*lease
 	// nUnflushed counts the leases with an open unflushed channel.
 	nUnflushed int
+	rng        *rand.Rand // KeepAlive hold jitter
+
+	// expired are the sessions whose leases ran out, marked ending, not
+	// yet taken by the master loop; expiredC has a value while it is not
+	// empty.
+	expired  []uint64
+	expiredC chan struct{}
+}
+
+// stallDetector says whether this process stalled (see stallMonitor).
+type stallDetector interface {
+	stalledSince(now, since time.Time) bool
+}
+
+// leaseMetrics are the series the lease table updates.
+type leaseMetrics struct {
+	sessions      prometheus.Gauge
+	keepAlives    prometheus.Counter
+	invalidations prometheus.Counter
+}
+
+// replier answers a call on a client connection (a *conn).
+type replier interface {
+	reply(id uint64, body any, err error)
 }
 
 type lease struct {
@@ -81,17 +119,22 @@ func (l *lease) releaseLocked() {
 
 // poll is a parked KeepAlive, answered when its hold ends or earlier.
 type poll struct {
-	c     *conn
+	c     replier
 	reqID uint64
 	timer session.Timer
 }
 
-func newLeaseTable(s *Server) *leaseTable { return &leaseTable{s: s, m: map[uint64]*lease{}} }
+func newLeaseTable(clock session.Clock, log hclog.Logger, stall stallDetector, m leaseMetrics) *leaseTable {
+	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{},
+		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
+		expiredC: make(chan struct{}, 1)}
+}
 
-// reset installs a lease of TTL from now for every session of the replicated
-// state: a new master cannot know what an earlier one granted, but no grant
-// exceeded TTL (DESIGN invariant 3).
-func (t *leaseTable) reset(now time.Time, sessions []fs.SessionInfo) {
+// Promote installs a lease of TTL from now for every session of the
+// replicated state: a new master cannot know what an earlier one granted,
+// but no grant exceeded TTL (DESIGN invariant 3). Each session also starts
+// unflushed (see lease.unflushed).
+func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 	t.mu.Lock()
 	parked := t.clearLocked()
 	for _, si := range sessions {
@@ -99,35 +142,57 @@ func (t *leaseTable) reset(now time.Time, sessions []fs.SessionInfo) {
 		t.m[si.ID].unflushed = make(chan struct{})
 		t.nUnflushed++
 	}
-	t.s.metrics.sessions.Set(float64(len(t.m)))
+	t.metrics.sessions.Set(float64(len(t.m)))
 	t.mu.Unlock()
 	answerAll(parked, nil, wire.ErrNotMaster)
 }
 
+// Demote drops every lease and every expiry not yet taken (this server is
+// no longer master). Parked polls are answered with not_master so clients
+// look for the new master; writers waiting on acknowledgements are freed.
+func (t *leaseTable) Demote() {
+	t.mu.Lock()
+	parked := t.clearLocked()
+	t.metrics.sessions.Set(0)
+	t.mu.Unlock()
+	answerAll(parked, nil, wire.ErrNotMaster)
+}
+
+// Expired has a value while TakeExpired has sessions to hand out.
+func (t *leaseTable) Expired() <-chan struct{} { return t.expiredC }
+
+// TakeExpired hands out the sessions whose leases ran out since the last
+// call. Each is marked as being expired (its calls answer ErrUnavailable)
+// until the master either ends it (remove) or abandons the expiry
+// (retryExpiry, graceAfterStall).
+func (t *leaseTable) TakeExpired() []uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.expired
+	t.expired = nil
+	return out
+}
+
+// add grants a new session its first lease.
 func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.addLocked(now, id, ttl)
-	t.s.metrics.sessions.Set(float64(len(t.m)))
+	t.metrics.sessions.Set(float64(len(t.m)))
 }
 
 func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration) {
 	l := &lease{id: id, ttl: ttl, expires: now.Add(ttl)}
-	l.timer = t.s.clock.AfterFunc(ttl, func() { t.timeout(id) })
+	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
 	t.m[id] = l
 }
 
-// clear drops every lease (this server is no longer master). Parked polls
-// are answered with not_master so clients look for the new master.
-func (t *leaseTable) clear() {
-	t.mu.Lock()
-	parked := t.clearLocked()
-	t.s.metrics.sessions.Set(0)
-	t.mu.Unlock()
-	answerAll(parked, nil, wire.ErrNotMaster)
-}
-
 func (t *leaseTable) clearLocked() []*poll {
+	t.expired = nil
+	select {
+	case <-t.expiredC:
+	default:
+	}
 	var parked []*poll
 	for id, l := range t.m {
 		l.timer.Stop()
@@ -167,7 +232,7 @@ func (t *leaseTable) remove(id uint64) {
 		p.timer.Stop()
 	}
 	delete(t.m, id)
-	t.s.metrics.sessions.Set(float64(len(t.m)))
+	t.metrics.sessions.Set(float64(len(t.m)))
 	t.mu.Unlock()
 	if p != nil {
 		p.c.reply(p.reqID, nil, fs.ErrSessionExpired)
@@ -203,8 +268,8 @@ func (t *leaseTable) leaseLocked(id uint64) (*lease, error) {
 // now+TTL and parks the call until its hold ends. It answers at once when
 // urgent or when there is something to deliver; a previous parked poll of the
 // same session is answered at once.
-func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval uint64) error {
-	now := t.s.clock.Now()
+func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInval uint64) error {
+	now := t.clock.Now()
 	t.mu.Lock()
 	l, err := t.leaseLocked(id)
 	if err != nil {
@@ -222,12 +287,12 @@ func (t *leaseTable) keepAlive(c *conn, reqID, id uint64, urgent bool, ackInval 
 		rep = l.replyLocked()
 	} else {
 		p := &poll{c: c, reqID: reqID}
-		p.timer = t.s.clock.AfterFunc(t.s.jitterHold(l.ttl), func() { t.answer(id, p) })
+		p.timer = t.clock.AfterFunc(session.KeepAliveHold(l.ttl, t.rng), func() { t.answer(id, p) })
 		l.poll = p
 	}
 	t.mu.Unlock()
 	old.send()
-	t.s.metrics.keepAlives.Inc()
+	t.metrics.keepAlives.Inc()
 	if answerNow {
 		c.reply(reqID, rep, nil)
 	}
@@ -279,7 +344,7 @@ func (t *leaseTable) unflushed(except uint64) []ackWait {
 
 // answer ends a poll's hold: the lease is extended again and granted.
 func (t *leaseTable) answer(id uint64, p *poll) {
-	now := t.s.clock.Now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	l, ok := t.m[id]
 	if !ok || l.poll != p {
@@ -313,7 +378,7 @@ func (t *leaseTable) invalidate(id uint64, paths []string) (acked <-chan struct{
 	deadline = l.expires
 	p := t.takePollLocked(l)
 	t.mu.Unlock()
-	t.s.metrics.invalidations.Inc()
+	t.metrics.invalidations.Inc()
 	p.send()
 	return pi.acked, deadline, true
 }
@@ -372,41 +437,59 @@ func (t *leaseTable) extendLocked(l *lease, now time.Time) {
 	l.timer.Reset(l.expires.Sub(now))
 }
 
-// timeout runs when a lease's timer fires. The session is expired only if
-// its lease really ended, the timer was not delayed by a stall of this
-// process, and this server has just confirmed it is still the leader.
+// timeout runs when a lease's timer fires. The lease is handed out as
+// expired only if it really ended and the timer was not delayed by a stall
+// of this process; the master then confirms its leadership before it
+// proposes the expiry.
 func (t *leaseTable) timeout(id uint64) {
-	now := t.s.clock.Now()
+	now := t.clock.Now()
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	l, ok := t.m[id]
 	if !ok || l.ending {
-		t.mu.Unlock()
 		return
 	}
 	if now.Before(l.expires) {
 		l.timer.Reset(l.expires.Sub(now))
-		t.mu.Unlock()
 		return
 	}
-	if late := now.Sub(l.expires); late > stallThreshold || t.s.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
-		t.s.log.Warn("lease ran out while the master stalled; giving the session a fresh lease", "session", id, "late", late)
+	if late := now.Sub(l.expires); late > stallThreshold || t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
+		t.log.Warn("lease ran out while the master stalled; giving the session a fresh lease", "session", id, "late", late)
 		l.expires = now.Add(l.ttl)
 		l.timer.Reset(l.ttl)
-		t.mu.Unlock()
 		return
 	}
 	l.ending = true
-	t.mu.Unlock()
-	go t.expire(l)
+	t.expired = append(t.expired, id)
+	select {
+	case t.expiredC <- struct{}{}:
+	default:
+	}
+}
+
+// endingLocked returns the lease of a session being expired, nil if the
+// session has no lease or its lease is not being expired (it was renewed
+// by a new master since it was handed out).
+func (t *leaseTable) endingLocked(id uint64) *lease {
+	if l, ok := t.m[id]; ok && l.ending {
+		return l
+	}
+	return nil
 }
 
 // graceAfterStall gives a session whose expiry is in flight a fresh lease
-// if the master turns out to have stalled since the session's last renewal.
-func (t *leaseTable) graceAfterStall(l *lease) bool {
-	now := t.s.clock.Now()
+// if the master turns out to have stalled since the session's last
+// renewal, and reports whether the expiry is off: given that grace, or no
+// longer in flight at all.
+func (t *leaseTable) graceAfterStall(id uint64) bool {
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cur, ok := t.m[l.id]; !ok || cur != l || !t.s.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
+	l := t.endingLocked(id)
+	if l == nil {
+		return true
+	}
+	if !t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
 		return false
 	}
 	l.ending = false
@@ -415,34 +498,13 @@ func (t *leaseTable) graceAfterStall(l *lease) bool {
 	return true
 }
 
-func (t *leaseTable) expire(l *lease) {
-	s := t.s
-	retry := func() {
-		t.mu.Lock()
-		if cur, ok := t.m[l.id]; ok && cur == l {
-			l.ending = false
-			l.timer.Reset(time.Second)
-		}
-		t.mu.Unlock()
+// retryExpiry abandons an expiry that could not be made (leadership not
+// confirmed, the proposal failed): the lease timer looks again in a second.
+func (t *leaseTable) retryExpiry(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.endingLocked(id); l != nil {
+		l.ending = false
+		l.timer.Reset(time.Second)
 	}
-	if err := s.raft.VerifyLeader().Error(); err != nil {
-		s.log.Warn("not expiring session: leadership not confirmed", "session", l.id, "err", err)
-		retry()
-		return
-	}
-	if t.graceAfterStall(l) {
-		s.log.Warn("not expiring session: the master stalled since its last renewal", "session", l.id)
-		return
-	}
-	s.log.Info("session expired", "session", l.id)
-	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: l.id, Expired: true})
-	if err != nil {
-		s.log.Warn("expiring session failed", "session", l.id, "err", err)
-		retry()
-		return
-	}
-	if res.Err != nil {
-		t.remove(l.id)
-	}
-	s.metrics.expired.Inc()
 }

@@ -30,9 +30,17 @@ const maxVoters = 5
 // themselves: a server that dies stays in the raft configuration until an
 // operator runs remove-server (DESIGN hazard: Consul #6793).
 type membership struct {
-	s   *Server
-	log hclog.Logger
-	ml  *memberlist.Memberlist
+	cfg  Config
+	self Peer // this server, with its bound addresses
+	log  hclog.Logger
+	ml   *memberlist.Memberlist
+	raft raftMembers
+	// isMaster says whether this server serves as master (only the master
+	// adds servers); removed returns the servers an operator removed for
+	// good; bootstrap forms the cell with exactly peers.
+	isMaster  func() bool
+	removed   func() map[string]bool
+	bootstrap func(peers []Peer) error
 
 	mu           sync.Mutex
 	book         map[string]*memberInfo
@@ -73,18 +81,28 @@ type nodeMeta struct {
 	Bootstrapped bool   `msgpack:"b"` // part of a raft configuration already
 }
 
-func newMembership(s *Server) *membership {
-	return &membership{s: s, log: s.log.Named("members"), book: map[string]*memberInfo{}, gossip: map[string]gossipNode{},
+// raftMembers is what membership needs of raft (a *raft.Raft): the
+// configuration, and adding servers to it.
+type raftMembers interface {
+	GetConfiguration() raft.ConfigurationFuture
+	AddVoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	AddNonvoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+}
+
+// newMembership returns the membership of server self; the caller sets
+// isMaster, removed and bootstrap before start.
+func newMembership(cfg Config, self Peer, r raftMembers, log hclog.Logger) *membership {
+	return &membership{cfg: cfg, self: self, raft: r, log: log, book: map[string]*memberInfo{}, gossip: map[string]gossipNode{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-func (m *membership) bookFile() string { return filepath.Join(m.s.cfg.DataDir, "members.json") }
+func (m *membership) bookFile() string { return filepath.Join(m.cfg.DataDir, "members.json") }
 
 // start loads the saved address book, starts gossip (unless the cell is
 // static) and begins joining.
 func (m *membership) start(existing bool) error {
-	cfg := m.s.cfg
-	self := &memberInfo{Peer: Peer{ID: cfg.NodeID, RPCAddr: m.s.RPCAddr(), RaftAddr: string(m.s.transport.LocalAddr())}, Gossip: cfg.GossipAddr, State: "alive"}
+	cfg := m.cfg
+	self := &memberInfo{Peer: m.self, Gossip: cfg.GossipAddr, State: "alive"}
 	m.book[cfg.NodeID] = self
 	m.bootstrapped = existing
 	for _, p := range cfg.StaticPeers {
@@ -140,7 +158,7 @@ func (m *membership) start(existing bool) error {
 // addresses, retrying until one answers.
 func (m *membership) joinLoop() {
 	defer m.wg.Done()
-	seen := map[string]bool{m.s.cfg.GossipAddr: true}
+	seen := map[string]bool{m.cfg.GossipAddr: true}
 	var addrs []string
 	add := func(a string) {
 		if a != "" && !seen[a] {
@@ -148,7 +166,7 @@ func (m *membership) joinLoop() {
 			addrs = append(addrs, a)
 		}
 	}
-	for _, a := range m.s.cfg.Join {
+	for _, a := range m.cfg.Join {
 		add(a)
 	}
 	m.mu.Lock()
@@ -207,11 +225,11 @@ func (m *membership) bootstrapLoop() {
 			m.log.Info("found a running cell; waiting to be added by its master")
 			return
 		}
-		expect := m.s.cfg.BootstrapExpect
+		expect := m.cfg.BootstrapExpect
 		if expect <= 1 || len(peers) < expect {
 			continue
 		}
-		if err := m.s.bootstrap(peers); err != nil {
+		if err := m.bootstrap(peers); err != nil {
 			m.log.Error("bootstrap failed", "err", err)
 			continue
 		}
@@ -257,10 +275,10 @@ func (m *membership) reconcileLoop() {
 		case <-t.C:
 		case <-m.wake:
 		}
-		if cf := m.s.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
+		if cf := m.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
 			m.markBootstrapped()
 		}
-		if !m.s.IsMaster() || m.ml == nil {
+		if !m.isMaster() || m.ml == nil {
 			continue
 		}
 		m.reconcile()
@@ -268,7 +286,7 @@ func (m *membership) reconcileLoop() {
 }
 
 func (m *membership) reconcile() {
-	cf := m.s.raft.GetConfiguration()
+	cf := m.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return
 	}
@@ -280,7 +298,7 @@ func (m *membership) reconcile() {
 			voters++
 		}
 	}
-	removed := m.s.removedServers()
+	removed := m.removed()
 	for _, meta := range m.aliveMembers() {
 		if inConfig[meta.ID] || removed[meta.ID] {
 			continue
@@ -288,11 +306,11 @@ func (m *membership) reconcile() {
 		var f raft.IndexFuture
 		if voters < maxVoters {
 			m.log.Info("adding server as voter", "node", meta.ID, "raft", meta.Raft)
-			f = m.s.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+			f = m.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
 			voters++
 		} else {
 			m.log.Info("adding server as non-voter", "node", meta.ID, "raft", meta.Raft)
-			f = m.s.raft.AddNonvoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+			f = m.raft.AddNonvoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
 		}
 		if err := f.Error(); err != nil {
 			m.log.Warn("adding server failed", "node", meta.ID, "err", err)
@@ -324,7 +342,7 @@ func (m *membership) poke() {
 // update records a member's gossip state and persists the address book.
 func (m *membership) update(n *memberlist.Node, state string) {
 	meta, ok := decodeMeta(n.Meta)
-	if !ok || meta.Cell != m.s.cfg.Cell {
+	if !ok || meta.Cell != m.cfg.Cell {
 		return
 	}
 	m.mu.Lock()

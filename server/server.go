@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -63,13 +62,13 @@ type Server struct {
 	delayMu sync.Mutex
 	delays  map[string]session.Timer
 
-	rngMu sync.Mutex
-	rng   *rand.Rand
-
-	proposer proposer
-	verifier readVerifier
+	// The master's components. Each gets its inputs (clock, logger,
+	// metrics, small interfaces) from New or Start, never the Server.
+	proposer *proposer     // set by startRaft
+	verifier *readVerifier // set by startRaft
 	tracker  *tracker
-	stall    stallMonitor
+	watches  *watchTable
+	stall    *stallMonitor
 }
 
 type waitKey struct {
@@ -119,14 +118,14 @@ func New(cfg Config) (*Server, error) {
 		shutdown: make(chan struct{}),
 		waits:    map[waitKey]chan waitResult{},
 		delays:   map[string]session.Timer{},
-		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
 		metrics:  newMetrics(),
 	}
-	s.leases = newLeaseTable(s)
-	s.proposer.s = s
-	s.tracker = newTracker(s)
-	s.stall.s = s
-	s.verifier.s = s
+	m := s.metrics
+	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
+	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,
+		leaseMetrics{sessions: m.sessions, keepAlives: m.keepAlives, invalidations: m.invalidations})
+	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, s.shutdown, cfg.NodeID)
+	s.watches = newWatchTable(s.leases, m.events)
 	s.fsm.onApply = s.onApply
 	return s, nil
 }
@@ -146,7 +145,9 @@ func (s *Server) Start() error {
 		return fmt.Errorf("rpc-addr %s: %w", s.cfg.RPCAddr, err)
 	}
 	s.ln = ln
-	s.members = newMembership(s)
+	s.members = newMembership(s.cfg, Peer{ID: s.cfg.NodeID, RPCAddr: s.RPCAddr(), RaftAddr: string(s.transport.LocalAddr())},
+		s.raft, s.log.Named("members"))
+	s.members.isMaster, s.members.removed, s.members.bootstrap = s.IsMaster, s.removedServers, s.bootstrap
 	if err := s.members.start(s.existing); err != nil {
 		ln.Close()
 		s.stopRaft()
@@ -249,6 +250,8 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
+	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
+	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
 	return nil
 }
 
@@ -417,7 +420,8 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
-		c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
+		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn,
+			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
 		s.connsMu.Lock()
 		if s.closing.Load() {
 			s.connsMu.Unlock()
@@ -439,7 +443,7 @@ func (s *Server) dropConn(c *conn) {
 }
 
 // leadershipLoop turns raft leadership changes into becoming and ceasing to
-// be master.
+// be master, and the lease table's expired sessions into expiries.
 func (s *Server) leadershipLoop() {
 	defer s.wg.Done()
 	for {
@@ -452,8 +456,39 @@ func (s *Server) leadershipLoop() {
 			} else {
 				s.revokeMaster()
 			}
+		case <-s.leases.Expired():
+			for _, id := range s.leases.TakeExpired() {
+				go s.expireSession(id)
+			}
 		}
 	}
+}
+
+// expireSession ends a session whose lease ran out, once this server has
+// confirmed with a quorum that it is still the leader and found it did not
+// stall since the session's last renewal. An expiry that cannot be made is
+// abandoned and the lease timer looks again later.
+func (s *Server) expireSession(id uint64) {
+	if err := s.raft.VerifyLeader().Error(); err != nil {
+		s.log.Warn("not expiring session: leadership not confirmed", "session", id, "err", err)
+		s.leases.retryExpiry(id)
+		return
+	}
+	if s.leases.graceAfterStall(id) {
+		s.log.Warn("not expiring session: the master stalled since its last renewal", "session", id)
+		return
+	}
+	s.log.Info("session expired", "session", id)
+	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: id, Expired: true})
+	if err != nil {
+		s.log.Warn("expiring session failed", "session", id, "err", err)
+		s.leases.retryExpiry(id)
+		return
+	}
+	if res.Err != nil {
+		s.leases.remove(id)
+	}
+	s.metrics.expired.Inc()
 }
 
 // establishMaster runs when this server becomes raft leader: it waits until
@@ -470,7 +505,7 @@ func (s *Server) establishMaster() {
 		s.log.Warn("barrier before serving failed", "err", err)
 		return
 	}
-	res, err := s.propose(&fs.Command{Op: fs.OpNewEpoch})
+	res, err := s.proposer.propose(&fs.Command{Op: fs.OpNewEpoch})
 	if err != nil {
 		s.log.Warn("new epoch failed", "err", err)
 		return
@@ -483,7 +518,8 @@ func (s *Server) establishMaster() {
 		delayed = st.DelayedLocks()
 	})
 	s.tracker.reset()
-	s.leases.reset(now, sessions)
+	s.watches.reset()
+	s.leases.Promote(now, sessions)
 	for _, d := range delayed {
 		s.armDelay(d)
 	}
@@ -501,8 +537,9 @@ func (s *Server) revokeMaster() {
 		return
 	}
 	s.log.Info("no longer master")
-	s.leases.clear()
+	s.leases.Demote()
 	s.tracker.reset()
+	s.watches.reset()
 	s.delayMu.Lock()
 	for p, t := range s.delays {
 		t.Stop()
@@ -526,9 +563,10 @@ func (s *Server) onApply(cmd *fs.Command, res *fs.Result) {
 	for _, id := range res.Ended {
 		s.leases.remove(id)
 		s.tracker.forget(id)
+		s.watches.forget(id)
 	}
 	if s.IsMaster() {
-		s.tracker.publish(res.Changes)
+		s.watches.publish(res.Changes)
 	}
 	if len(res.Grants) > 0 || len(res.Cancelled) > 0 {
 		ended := map[uint64]bool{}
@@ -593,12 +631,6 @@ func (s *Server) armDelay(d fs.Delayed) {
 			s.log.Warn("grant after lock-delay failed", "path", path, "err", err)
 		}
 	})
-}
-
-func (s *Server) jitterHold(ttl time.Duration) time.Duration {
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	return session.KeepAliveHold(ttl, s.rng)
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
