@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -119,3 +120,43 @@ func (c *conn) serve() {
 func errBadRequest(format string, args ...any) error {
 	return wire.FromCode("bad_request", "bad request: "+sprintf(format, args...))
 }
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return
+			}
+			s.rpcLog.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+			tc.SetKeepAlive(true)
+		}
+		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn,
+			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
+		s.connsMu.Lock()
+		if s.closing.Load() {
+			s.connsMu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.connsMu.Unlock()
+		s.metrics.conns.Inc()
+		go c.serve()
+	}
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.connsMu.Lock()
+	delete(s.conns, c)
+	s.connsMu.Unlock()
+	s.metrics.conns.Dec()
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -9,6 +9,11 @@ import (
 	"github.com/chubby-dev/chubby/session"
 )
 
+// stallThreshold: a timer that fires this late means the master
+// itself was stalled (GC, SIGSTOP, a slow disk); the session is given a fresh
+// lease instead of being expired for the master's own pause.
+const stallThreshold = 500 * time.Millisecond
+
 // stallTick is how often the stall monitor looks at the clock.
 const stallTick = 100 * time.Millisecond
 
