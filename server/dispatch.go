@@ -9,23 +9,80 @@ import (
 
 // call is one request being served.
 type call struct {
-	s   *Server
 	c   *conn
 	req *wire.Request
+	// callID is the number the call's command carries so the replicated
+	// state answers a retry from memory (exactly-once): the request's
+	// number for a numbered entry, 0 otherwise.
+	callID uint64
 }
 
-// callSpec is an entry of the RPC dispatch table.
+// callSpec is an entry of the RPC dispatch table: what a call needs before
+// its handler runs. dispatch and precheck read only these flags; no method
+// is named outside the table.
 type callSpec struct {
 	// inline calls run on the connection's reader goroutine and must not
 	// block; the others get a goroutine for their duration.
 	inline bool
-	// needSession: the call must name a live session of this master.
-	needSession bool
+	// master: only the serving master answers, and only calls stamped with
+	// its epoch. Without it any server answers (Hello, Members).
+	master bool
+	// session: the call must name a live session of this master.
+	session bool
 	// read: answered from the local state after the master confirmed its
 	// leadership with a quorum (linearizable reads).
 	read bool
-	// handle returns the reply body, or errDeferred when it will reply later.
-	handle func(*call) (any, error)
+	// numbered: a write made exactly-once by the call's number, which its
+	// command carries into the replicated state.
+	numbered bool
+	// run decodes the arguments, runs the checks they need and the
+	// handler; it returns the reply body, or errDeferred when the handler
+	// replies by itself later. Set by handle.
+	run func(*Server, *call) (any, error)
+}
+
+// argChecks are what an entry checks of its decoded arguments A.
+type argChecks[A any] struct {
+	// path returns the node the call names; it must be a path of the cell.
+	path func(*A) string
+	// read makes the call a read when it says so of the arguments (an
+	// Open that does not create), as callSpec.read does for every call.
+	read func(*A) bool
+}
+
+// noArgs is the argument type of calls that take none: the body is not
+// decoded.
+type noArgs struct{}
+
+// handle returns spec with its run: decode the body into an A, then fn.
+func handle[A any](spec callSpec, fn func(*Server, *call, *A) (any, error)) callSpec {
+	return handleChecked(spec, argChecks[A]{}, fn)
+}
+
+// handleChecked is handle with checks of the decoded arguments: leadership
+// confirmed when chk.read says the call is a read, chk.path a path of the
+// cell.
+func handleChecked[A any](spec callSpec, chk argChecks[A], fn func(*Server, *call, *A) (any, error)) callSpec {
+	spec.run = func(s *Server, c *call) (any, error) {
+		a := new(A)
+		if _, none := any(a).(*noArgs); !none {
+			if err := wire.Unmarshal(c.req.Body, a); err != nil {
+				return nil, errBadRequest("%s arguments: %v", c.req.Method, err)
+			}
+		}
+		if chk.read != nil && chk.read(a) {
+			if err := s.verifier.verify(); err != nil {
+				return nil, err
+			}
+		}
+		if chk.path != nil {
+			if err := fs.CheckPath(s.cfg.Cell, chk.path(a)); err != nil {
+				return nil, err
+			}
+		}
+		return fn(s, c, a)
+	}
+	return spec
 }
 
 // errDeferred tells dispatch that the handler replies by itself later.
@@ -35,41 +92,63 @@ var errDeferred = fmt.Errorf("deferred")
 var calls [wire.MethodCount]callSpec
 
 func init() {
+	var (
+		anyServer = callSpec{}
+		master    = callSpec{master: true}
+		session   = callSpec{master: true, session: true}
+		read      = callSpec{master: true, session: true, read: true}
+		write     = callSpec{master: true, session: true, numbered: true}
+		inline    = func(spec callSpec) callSpec { spec.inline = true; return spec }
+	)
 	calls = [wire.MethodCount]callSpec{
-		wire.MHello:          {inline: true, handle: (*call).hello},
-		wire.MCreateSession:  {handle: (*call).createSession},
-		wire.MKeepAlive:      {inline: true, needSession: true, handle: (*call).keepAlive},
-		wire.MCloseSession:   {needSession: true, handle: (*call).closeSession},
-		wire.MOpen:           {needSession: true, handle: (*call).open},
-		wire.MGetContents:    {read: true, needSession: true, handle: (*call).getContents},
-		wire.MGetStat:        {read: true, needSession: true, handle: (*call).getStat},
-		wire.MReadDir:        {read: true, needSession: true, handle: (*call).readDir},
-		wire.MSetContents:    {needSession: true, handle: (*call).setContents},
-		wire.MDelete:         {needSession: true, handle: (*call).delete},
-		wire.MAcquire:        {needSession: true, handle: (*call).acquire},
-		wire.MCancelAcquire:  {needSession: true, handle: (*call).cancelAcquire},
-		wire.MRelease:        {needSession: true, handle: (*call).release},
-		wire.MSequencer:      {read: true, needSession: true, handle: (*call).sequencer},
-		wire.MCheckSequencer: {read: true, handle: (*call).checkSequencer},
-		wire.MMembers:        {handle: (*call).members},
-		wire.MRemoveServer:   {handle: (*call).removeServer},
-		wire.MUnwatch:        {inline: true, needSession: true, handle: (*call).unwatch},
+		wire.MHello:          handle(inline(anyServer), (*Server).hello),
+		wire.MMembers:        handle(anyServer, (*Server).listMembers),
+		wire.MCreateSession:  handle(master, (*Server).createSession),
+		wire.MRemoveServer:   handle(master, (*Server).removeServer),
+		wire.MKeepAlive:      handle(inline(session), (*Server).keepAlive),
+		wire.MCloseSession:   handle(write, (*Server).closeSession),
+		wire.MUnwatch:        handle(inline(session), (*Server).unwatch),
+		wire.MGetContents:    handle(read, (*Server).getContents),
+		wire.MGetStat:        handle(read, (*Server).getStat),
+		wire.MReadDir:        handle(read, (*Server).readDir),
+		wire.MSequencer:      handle(read, (*Server).sequencer),
+		wire.MCheckSequencer: handle(callSpec{master: true, read: true}, (*Server).checkSequencer),
+		wire.MOpen: handleChecked(write, argChecks[wire.OpenArgs]{
+			path: func(a *wire.OpenArgs) string { return a.Path },
+			read: func(a *wire.OpenArgs) bool { return !a.Create },
+		}, (*Server).open),
+		wire.MSetContents: handleChecked(write, argChecks[wire.SetContentsArgs]{
+			path: func(a *wire.SetContentsArgs) string { return a.Path }}, (*Server).setContents),
+		wire.MDelete: handleChecked(write, argChecks[wire.DeleteArgs]{
+			path: func(a *wire.DeleteArgs) string { return a.Path }}, (*Server).delete),
+		wire.MAcquire: handleChecked(write, argChecks[wire.AcquireArgs]{
+			path: func(a *wire.AcquireArgs) string { return a.Path }}, (*Server).acquire),
+		wire.MCancelAcquire: handleChecked(write, argChecks[wire.CancelAcquireArgs]{
+			path: func(a *wire.CancelAcquireArgs) string { return a.Path }}, (*Server).cancelAcquire),
+		wire.MRelease: handleChecked(write, argChecks[wire.ReleaseArgs]{
+			path: func(a *wire.ReleaseArgs) string { return a.Path }}, (*Server).release),
 	}
 }
 
 // known reports whether m is a call of the dispatch table.
 func known(m wire.Method) bool {
-	return m != wire.MInvalid && m < wire.MethodCount && calls[m].handle != nil
+	return m != wire.MInvalid && m < wire.MethodCount && calls[m].run != nil
 }
 
-// dispatch checks the epoch and session of a call and runs its handler.
+// dispatch runs a call through its table entry: the entry's checks, then
+// its handler, then the reply.
 func (s *Server) dispatch(c *conn, req *wire.Request) {
-	spec := calls[req.Method]
+	spec := &calls[req.Method]
 	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
 	run := func() {
-		body, err := s.precheck(req, spec)
+		var body any
+		err := s.precheck(req, spec)
 		if err == nil {
-			body, err = spec.handle(&call{s: s, c: c, req: req})
+			cl := &call{c: c, req: req}
+			if spec.numbered {
+				cl.callID = req.Call
+			}
+			body, err = spec.run(s, cl)
 		}
 		if err == errDeferred {
 			return
@@ -83,53 +162,40 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 	go run()
 }
 
-func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
-	if req.Method == wire.MHello || req.Method == wire.MMembers {
-		return nil, nil // any server answers these, master or not
+// precheck refuses a call this server may not answer: not the master, a
+// call of another epoch, a session without a lease here, or a read while
+// leadership cannot be confirmed.
+func (s *Server) precheck(req *wire.Request, spec *callSpec) error {
+	if !spec.master {
+		return nil
 	}
 	epoch := s.epoch.Load()
 	if epoch == 0 {
-		return nil, fmt.Errorf("%w: %s is not serving as master", wire.ErrNotMaster, s.cfg.NodeID)
+		return fmt.Errorf("%w: %s is not serving as master", wire.ErrNotMaster, s.cfg.NodeID)
 	}
 	if req.Epoch != epoch {
-		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
+		return fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
 	}
-	if spec.needSession {
+	if spec.session {
 		if err := s.leases.check(req.Session); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if spec.read || (req.Method == wire.MOpen && !isCreate(req)) {
-		if err := s.verifier.verify(); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// isCreate reports whether an Open call may create (a write, not a read).
-func isCreate(req *wire.Request) bool {
-	var a wire.OpenArgs
-	return wire.Unmarshal(req.Body, &a) == nil && a.Create
-}
-
-func (c *call) decode(v any) error {
-	if err := wire.Unmarshal(c.req.Body, v); err != nil {
-		return errBadRequest("%s arguments: %v", c.req.Method, err)
+	if spec.read {
+		return s.verifier.verify()
 	}
 	return nil
 }
 
-// apply proposes a command on behalf of the call's session, deduplicated
-// by the call's number.
-func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
+// apply proposes a command on behalf of the call's session, numbered with
+// the call's number, after the invalidation protocol; a command the state
+// machine refused returns its error.
+func (s *Server) apply(c *call, cmd *fs.Command) (*fs.Result, error) {
 	cmd.Session = c.req.Session
-	cmd.CallID, cmd.Acked = c.req.Call, c.req.Acked
-	res, err := c.s.proposeWrite(cmd)
+	cmd.CallID, cmd.Acked = c.callID, c.req.Acked
+	res, err := s.proposeWrite(cmd)
 	if err != nil {
 		return nil, err
 	}
 	return res, res.Err
 }
-
-func (c *call) checkPath(p string) error { return fs.CheckPath(c.s.cfg.Cell, p) }

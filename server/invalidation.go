@@ -215,11 +215,17 @@ func (t *tracker) await(w ackWait) {
 func (t *tracker) forget(session uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for p := range t.cachedBy[session] {
-		delete(t.cachers[p], session)
-		if len(t.cachers[p]) == 0 {
-			delete(t.cachers, p)
+	dropSession(t.cachers, t.cachedBy, session)
+}
+
+// dropSession removes session from the per-path sets its index lists, and
+// the sets it leaves empty, and forgets its index entry.
+func dropSession[V any](sets map[string]map[uint64]V, index map[uint64]map[string]struct{}, session uint64) {
+	for p := range index[session] {
+		delete(sets[p], session)
+		if len(sets[p]) == 0 {
+			delete(sets, p)
 		}
 	}
-	delete(t.cachedBy, session)
+	delete(index, session)
 }

@@ -201,39 +201,54 @@ func (m *membership) joinLoop() {
 // same with the same set, so they form one configuration. A server that sees
 // a member already in a configuration does not bootstrap: the master adds it.
 func (m *membership) bootstrapLoop() {
+	m.every(200*time.Millisecond, nil, m.bootstrapRound)
+}
+
+// bootstrapRound is one look of bootstrapLoop; it reports whether the loop
+// is over.
+func (m *membership) bootstrapRound() bool {
+	if m.isBootstrapped() {
+		return true
+	}
+	var peers []Peer
+	existing := false
+	for _, meta := range m.aliveMembers() {
+		if meta.Bootstrapped {
+			existing = true
+		}
+		peers = append(peers, Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft})
+	}
+	if existing {
+		m.log.Info("found a running cell; waiting to be added by its master")
+		return true
+	}
+	expect := m.cfg.BootstrapExpect
+	if expect <= 1 || len(peers) < expect {
+		return false
+	}
+	if err := m.bootstrap(peers); err != nil {
+		m.log.Error("bootstrap failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// every runs round each period, and whenever wake has a value, until the
+// membership stops or round reports it is over. It ends m.wg's count.
+func (m *membership) every(period time.Duration, wake <-chan struct{}, round func() (over bool)) {
 	defer m.wg.Done()
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
+		case <-wake:
 		}
-		if m.isBootstrapped() {
+		if round() {
 			return
 		}
-		var peers []Peer
-		existing := false
-		for _, meta := range m.aliveMembers() {
-			if meta.Bootstrapped {
-				existing = true
-			}
-			peers = append(peers, Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft})
-		}
-		if existing {
-			m.log.Info("found a running cell; waiting to be added by its master")
-			return
-		}
-		expect := m.cfg.BootstrapExpect
-		if expect <= 1 || len(peers) < expect {
-			continue
-		}
-		if err := m.bootstrap(peers); err != nil {
-			m.log.Error("bootstrap failed", "err", err)
-			continue
-		}
-		return
 	}
 }
 
@@ -265,24 +280,15 @@ func (m *membership) markBootstrapped() {
 // missing from the raft configuration (voters up to maxVoters, then
 // non-voters), skipping servers removed by an operator.
 func (m *membership) reconcileLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-		case <-m.wake:
-		}
+	m.every(time.Second, m.wake, func() bool {
 		if cf := m.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
 			m.markBootstrapped()
 		}
-		if !m.isMaster() || m.ml == nil {
-			continue
+		if m.isMaster() && m.ml != nil {
+			m.reconcile()
 		}
-		m.reconcile()
-	}
+		return false
+	})
 }
 
 func (m *membership) reconcile() {

@@ -44,13 +44,7 @@ func (t *watchTable) reset() {
 func (t *watchTable) forget(session uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for p := range t.watchedBy[session] {
-		delete(t.watches[p], session)
-		if len(t.watches[p]) == 0 {
-			delete(t.watches, p)
-		}
-	}
-	delete(t.watchedBy, session)
+	dropSession(t.watches, t.watchedBy, session)
 }
 
 // watch subscribes session to mask's events on path (or'ed with earlier
