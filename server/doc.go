@@ -81,17 +81,17 @@
 // before a write commits, every other session that may cache a node the
 // write changes must have dropped it (DESIGN invariant 5):
 //
-//	1. under the tracker's lock: mark the paths uncachable, take their
-//	   cachers, register this write's round of invalidations
-//	2. queue an invalidation for each cacher; this answers its parked
-//	   KeepAlive at once
-//	3. wait, for each, until it acknowledges (the sequence number on its
-//	   next KeepAlive) or its lease as of step 2 runs out (its cache cannot
-//	   serve after that); also for the rounds of earlier writes of the same
-//	   paths still in flight, and for every session carried over from an
-//	   earlier master that has not talked to this one yet (unflushed: it
-//	   may cache anything)
-//	4. propose the write; once applied, the paths are cachable again
+//  1. under the tracker's lock: mark the paths uncachable, take their
+//     cachers, register this write's round of invalidations
+//  2. queue an invalidation for each cacher; this answers its parked
+//     KeepAlive at once
+//  3. wait, for each, until it acknowledges (the sequence number on its
+//     next KeepAlive) or its lease as of step 2 runs out (its cache cannot
+//     serve after that); also for the rounds of earlier writes of the same
+//     paths still in flight, and for every session carried over from an
+//     earlier master that has not talked to this one yet (unflushed: it
+//     may cache anything)
+//  4. propose the write; once applied, the paths are cachable again
 //
 // A read admitted while its path is uncachable is answered but marked not
 // cacheable, and its session is not recorded as a cacher.
