@@ -48,18 +48,18 @@ type Server struct {
 	epoch atomic.Uint64
 
 	masterMu sync.Mutex // serialises becoming and ceasing to be master
-	leases   *leaseTable
-
-	waits  *lockWaits
-	delays *lockDelays
 
 	// The master's components. Each gets its inputs (clock, logger,
-	// metrics, small interfaces) from New or Start, never the Server.
-	proposer *proposer     // set by startRaft
-	verifier *readVerifier // set by startRaft
+	// metrics, small interfaces, funcs) from New or Start, never the
+	// Server.
+	leases   *leaseTable
 	tracker  *tracker
 	watches  *watchTable
+	waits    *lockWaits
+	delays   *lockDelays
 	stall    *stallMonitor
+	proposer *proposer     // set by startRaft
+	verifier *readVerifier // set by startRaft
 }
 
 // New validates cfg and opens the server's storage. Start begins serving.
