@@ -3,11 +3,15 @@ package server
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -19,7 +23,12 @@ const bodyTimeout = 30 * time.Second
 // them to the dispatch table; replies may come from any goroutine (a handler,
 // a KeepAlive hold timer, a lock grant) and are serialised by wmu.
 type conn struct {
-	s      *Server
+	log       hclog.Logger
+	badFrames prometheus.Counter
+	// dispatch serves one decoded call; done runs once serve returns.
+	dispatch func(*conn, *wire.Request)
+	done     func(*conn)
+
 	nc     net.Conn
 	br     *bufio.Reader
 	wmu    sync.Mutex
@@ -42,7 +51,7 @@ func (c *conn) send(resp *wire.Response) {
 	var err error
 	c.buf, err = wire.AppendFrame(c.buf[:0], resp)
 	if err != nil {
-		c.s.log.Error("encode response", "err", err)
+		c.log.Error("encode response", "err", err)
 		return
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
@@ -74,7 +83,7 @@ func (c *conn) reply(id uint64, body any, err error) {
 // serve reads calls until the connection fails or carries garbage.
 func (c *conn) serve() {
 	defer c.close()
-	defer c.s.dropConn(c)
+	defer c.done(c)
 	for {
 		// Wait for a frame without a deadline (a client may be idle while
 		// its KeepAlive is parked), then give its body bodyTimeout to
@@ -86,28 +95,68 @@ func (c *conn) serve() {
 		c.nc.SetReadDeadline(time.Time{})
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
-				c.s.metrics.badFrames.Inc()
-				c.s.rpcLog.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+				c.badFrames.Inc()
+				c.log.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 				c.reply(0, nil, errBadRequest("bad frame: %v", err))
 			}
 			return
 		}
 		req, err := wire.DecodeRequest(frame)
 		if err != nil {
-			c.s.metrics.badFrames.Inc()
-			c.s.rpcLog.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.badFrames.Inc()
+			c.log.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 			c.reply(0, nil, errBadRequest("%v", err))
 			return
 		}
-		if req.Method == wire.MInvalid || req.Method >= wire.MethodCount || calls[req.Method].handle == nil {
-			c.s.metrics.badFrames.Inc()
+		if !known(req.Method) {
+			c.badFrames.Inc()
 			c.reply(req.ID, nil, errBadRequest("unknown call %d", req.Method))
 			return
 		}
-		c.s.dispatch(c, req)
+		c.dispatch(c, req)
 	}
 }
 
 func errBadRequest(format string, args ...any) error {
 	return wire.FromCode("bad_request", "bad request: "+sprintf(format, args...))
 }
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return
+			}
+			s.rpcLog.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+			tc.SetKeepAlive(true)
+		}
+		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn,
+			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
+		s.connsMu.Lock()
+		if s.closing.Load() {
+			s.connsMu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.connsMu.Unlock()
+		s.metrics.conns.Inc()
+		go c.serve()
+	}
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.connsMu.Lock()
+	delete(s.conns, c)
+	s.connsMu.Unlock()
+	s.metrics.conns.Dec()
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -13,151 +13,35 @@ import (
 	"github.com/chubby-dev/chubby/wire"
 )
 
-// call is one request being served.
-type call struct {
-	s   *Server
-	c   *conn
-	req *wire.Request
-}
+// The RPC handlers. Each is a table entry of dispatch.go: by the time it
+// runs, its arguments are decoded, the master, epoch, session and (for
+// reads) leadership checks of its entry have passed, and the path it names
+// is a path of the cell. A handler that writes builds its command and
+// proposes it with apply.
 
-// callSpec is an entry of the RPC dispatch table.
-type callSpec struct {
-	// inline calls run on the connection's reader goroutine and must not
-	// block; the others get a goroutine for their duration.
-	inline bool
-	// needSession: the call must name a live session of this master.
-	needSession bool
-	// read: answered from the local state after the master confirmed its
-	// leadership with a quorum (linearizable reads).
-	read bool
-	// handle returns the reply body, or errDeferred when it will reply later.
-	handle func(*call) (any, error)
-}
-
-// errDeferred tells dispatch that the handler replies by itself later.
-var errDeferred = fmt.Errorf("deferred")
-
-// calls is the one dispatch table of the RPC service.
-var calls [wire.MethodCount]callSpec
-
-func init() {
-	calls = [wire.MethodCount]callSpec{
-		wire.MHello:          {inline: true, handle: (*call).hello},
-		wire.MCreateSession:  {handle: (*call).createSession},
-		wire.MKeepAlive:      {inline: true, needSession: true, handle: (*call).keepAlive},
-		wire.MCloseSession:   {needSession: true, handle: (*call).closeSession},
-		wire.MOpen:           {needSession: true, handle: (*call).open},
-		wire.MGetContents:    {read: true, needSession: true, handle: (*call).getContents},
-		wire.MGetStat:        {read: true, needSession: true, handle: (*call).getStat},
-		wire.MReadDir:        {read: true, needSession: true, handle: (*call).readDir},
-		wire.MSetContents:    {needSession: true, handle: (*call).setContents},
-		wire.MDelete:         {needSession: true, handle: (*call).delete},
-		wire.MAcquire:        {needSession: true, handle: (*call).acquire},
-		wire.MCancelAcquire:  {needSession: true, handle: (*call).cancelAcquire},
-		wire.MRelease:        {needSession: true, handle: (*call).release},
-		wire.MSequencer:      {read: true, needSession: true, handle: (*call).sequencer},
-		wire.MCheckSequencer: {read: true, handle: (*call).checkSequencer},
-		wire.MMembers:        {handle: (*call).members},
-		wire.MRemoveServer:   {handle: (*call).removeServer},
-		wire.MUnwatch:        {inline: true, needSession: true, handle: (*call).unwatch},
-	}
-}
-
-// dispatch checks the epoch and session of a call and runs its handler.
-func (s *Server) dispatch(c *conn, req *wire.Request) {
-	spec := calls[req.Method]
-	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
-	run := func() {
-		body, err := s.precheck(req, spec)
-		if err == nil {
-			body, err = spec.handle(&call{s: s, c: c, req: req})
-		}
-		if err == errDeferred {
-			return
-		}
-		c.reply(req.ID, body, err)
-	}
-	if spec.inline {
-		run()
-		return
-	}
-	go run()
-}
-
-func (s *Server) precheck(req *wire.Request, spec callSpec) (any, error) {
-	if req.Method == wire.MHello || req.Method == wire.MMembers {
-		return nil, nil // any server answers these, master or not
-	}
-	epoch := s.epoch.Load()
-	if epoch == 0 {
-		return nil, fmt.Errorf("%w: %s is not serving as master", wire.ErrNotMaster, s.cfg.NodeID)
-	}
-	if req.Epoch != epoch {
-		return nil, fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
-	}
-	if spec.needSession {
-		if err := s.leases.check(req.Session); err != nil {
-			return nil, err
-		}
-	}
-	if spec.read || (req.Method == wire.MOpen && !isCreate(req)) {
-		if err := s.verifier.verify(); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// isCreate reports whether an Open call may create (a write, not a read).
-func isCreate(req *wire.Request) bool {
-	var a wire.OpenArgs
-	return wire.Unmarshal(req.Body, &a) == nil && a.Create
-}
-
-func (c *call) decode(v any) error {
-	if err := wire.Unmarshal(c.req.Body, v); err != nil {
-		return errBadRequest("%s arguments: %v", c.req.Method, err)
-	}
-	return nil
-}
-
-// apply proposes a command on behalf of the call's session, deduplicated
-// by the call's number.
-func (c *call) apply(cmd *fs.Command) (*fs.Result, error) {
-	cmd.Session = c.req.Session
-	cmd.CallID, cmd.Acked = c.req.Call, c.req.Acked
-	res, err := c.s.proposeWrite(cmd)
-	if err != nil {
-		return nil, err
-	}
-	return res, res.Err
-}
-
-func (c *call) checkPath(p string) error { return fs.CheckPath(c.s.cfg.Cell, p) }
-
-func (c *call) hello() (any, error) {
-	rep := wire.HelloReply{Cell: c.s.cfg.Cell, Node: c.s.cfg.NodeID}
-	for _, info := range c.s.members.snapshot() {
+func (s *Server) hello(c *call, _ *noArgs) (any, error) {
+	rep := wire.HelloReply{Cell: s.cfg.Cell, Node: s.cfg.NodeID}
+	for _, info := range s.members.snapshot() {
 		if info.RPCAddr != "" {
 			rep.Servers = append(rep.Servers, info.RPCAddr)
 		}
 	}
 	sort.Strings(rep.Servers)
-	if e := c.s.epoch.Load(); e != 0 {
-		rep.IsMaster, rep.Master, rep.Epoch = true, c.s.RPCAddr(), e
-	} else if _, id := c.s.raft.LeaderWithID(); id != "" && string(id) != c.s.cfg.NodeID {
-		rep.Master = c.s.members.rpcAddr(string(id))
+	if e := s.epoch.Load(); e != 0 {
+		rep.IsMaster, rep.Master, rep.Epoch = true, s.RPCAddr(), e
+	} else if _, id := s.raft.LeaderWithID(); id != "" && string(id) != s.cfg.NodeID {
+		rep.Master = s.members.rpcAddr(string(id))
 	}
 	return rep, nil
 }
 
-func (c *call) members() (any, error) {
-	cf := c.s.raft.GetConfiguration()
+func (s *Server) listMembers(c *call, _ *noArgs) (any, error) {
+	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
-	_, leader := c.s.raft.LeaderWithID()
-	book := c.s.members.snapshot()
+	_, leader := s.raft.LeaderWithID()
+	book := s.members.snapshot()
 	var rep wire.MembersReply
 	for _, srv := range cf.Configuration().Servers {
 		id := string(srv.ID)
@@ -168,7 +52,7 @@ func (c *call) members() (any, error) {
 				m.State = info.State
 			}
 		}
-		if id == c.s.cfg.NodeID {
+		if id == s.cfg.NodeID {
 			m.State = "alive"
 		}
 		rep.Members = append(rep.Members, m)
@@ -177,12 +61,8 @@ func (c *call) members() (any, error) {
 	return rep, nil
 }
 
-func (c *call) removeServer() (any, error) {
-	var a wire.RemoveServerArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	cf := c.s.raft.GetConfiguration()
+func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
+	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
@@ -194,76 +74,59 @@ func (c *call) removeServer() (any, error) {
 		return nil, fmt.Errorf("%w: no server named %q in the cell", fs.ErrNoSuchNode, a.Name)
 	}
 	// Tombstone first, so the master does not add it back from gossip.
-	if _, err := c.s.propose(fs.NewCommand(&fs.RemoveServer{ServerID: a.Name})); err != nil {
+	if _, err := s.proposer.propose(fs.NewCommand(&fs.RemoveServer{ServerID: a.Name})); err != nil {
 		return nil, err
 	}
-	c.s.log.Info("removing server for good", "node", a.Name)
-	if err := c.s.raft.RemoveServer(raft.ServerID(a.Name), 0, 10*time.Second).Error(); err != nil {
+	s.log.Info("removing server for good", "node", a.Name)
+	if err := s.raft.RemoveServer(raft.ServerID(a.Name), 0, 10*time.Second).Error(); err != nil {
 		return nil, fmt.Errorf("%w: remove %s: %v", wire.ErrUnavailable, a.Name, err)
 	}
 	return wire.Empty{}, nil
 }
 
-func (c *call) createSession() (any, error) {
-	var a wire.CreateSessionArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) {
 	ttl := session.NegotiateTTL(time.Duration(a.TTL))
 	if a.TTL == 0 {
-		ttl = c.s.cfg.DefaultTTL
+		ttl = s.cfg.DefaultTTL
 	}
-	res, err := c.s.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce}))
+	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce}))
 	if err != nil {
 		return nil, err
 	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	if c.s.leases.check(res.Session) != nil {
-		c.s.leases.add(c.s.clock.Now(), res.Session, ttl)
+	if s.leases.check(res.Session) != nil {
+		s.leases.add(s.clock.Now(), res.Session, ttl)
 	}
-	c.s.metrics.created.Inc()
+	s.metrics.created.Inc()
 	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl)}, nil
 }
 
-func (c *call) keepAlive() (any, error) {
-	var a wire.KeepAliveArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent, a.AckInval); err != nil {
+func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {
+	if err := s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent, a.AckInval); err != nil {
 		return nil, err
 	}
 	return nil, errDeferred
 }
 
-func (c *call) closeSession() (any, error) {
-	_, err := c.apply(fs.NewCommand(&fs.EndSession{}))
+func (s *Server) closeSession(c *call, _ *noArgs) (any, error) {
+	_, err := s.apply(c, fs.NewCommand(&fs.EndSession{}))
 	return wire.Empty{}, err
 }
 
-func (c *call) open() (any, error) {
-	var a wire.OpenArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
+func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 	// Subscribe only once the node is known to exist (or was created).
 	watch := func() {
 		if a.Events != 0 {
-			c.s.tracker.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+			s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
 		}
 	}
 	if !a.Create {
 		var rep wire.StatReply
-		if a.Cache {
-			rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
-		}
+		rep.Cacheable = s.admit(c, a.Cache, a.Path)
 		var err error
-		c.s.fsm.read(func(s *fs.State) { rep.Stat, err = s.Stat(a.Path) })
+		s.fsm.read(func(st *fs.State) { rep.Stat, err = st.Stat(a.Path) })
 		if a.Cache && errors.Is(err, fs.ErrNoSuchNode) {
 			rep.Absent, err = true, nil
 		}
@@ -272,7 +135,7 @@ func (c *call) open() (any, error) {
 		}
 		return rep, err
 	}
-	res, err := c.apply(fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive}))
+	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive}))
 	if err != nil {
 		return nil, err
 	}
@@ -280,74 +143,45 @@ func (c *call) open() (any, error) {
 	return wire.StatReply{Stat: res.Stat}, nil
 }
 
-func (c *call) unwatch() (any, error) {
-	var a wire.UnwatchArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	c.s.tracker.watch(c.req.Session, a.Path, 0)
+func (s *Server) unwatch(c *call, a *wire.UnwatchArgs) (any, error) {
+	s.watches.watch(c.req.Session, a.Path, 0)
 	return wire.Empty{}, nil
 }
 
-func (c *call) getContents() (any, error) {
-	var a wire.NodeArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) getContents(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ContentsReply
-	if a.Cache {
-		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
-	}
+	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
-	c.s.fsm.read(func(s *fs.State) { rep.Data, rep.Stat, err = s.Get(a.Path, a.Instance) })
+	s.fsm.read(func(st *fs.State) { rep.Data, rep.Stat, err = st.Get(a.Path, a.Instance) })
 	return rep, err
 }
 
-func (c *call) getStat() (any, error) {
-	var a wire.NodeArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) getStat(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.StatReply
-	if a.Cache {
-		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
-	}
+	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
-	c.s.fsm.read(func(s *fs.State) { rep.Stat, err = s.StatInstance(a.Path, a.Instance) })
+	s.fsm.read(func(st *fs.State) { rep.Stat, err = st.StatInstance(a.Path, a.Instance) })
 	return rep, err
 }
 
-func (c *call) readDir() (any, error) {
-	var a wire.NodeArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) readDir(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ReadDirReply
-	if a.Cache {
-		rep.Cacheable = c.s.tracker.admit(c.req.Session, a.Path)
-	}
+	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
-	c.s.fsm.read(func(s *fs.State) {
-		rep.Children, err = s.Children(a.Path, a.Instance)
+	s.fsm.read(func(st *fs.State) {
+		rep.Children, err = st.Children(a.Path, a.Instance)
 		if err == nil {
-			rep.Stat, err = s.StatInstance(a.Path, a.Instance)
+			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
 		}
 	})
 	return rep, err
 }
 
-func (c *call) setContents() (any, error) {
-	var a wire.SetContentsArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
+func (s *Server) setContents(c *call, a *wire.SetContentsArgs) (any, error) {
 	if len(a.Data) > fs.MaxContents {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", fs.ErrTooLarge, len(a.Data), fs.MaxContents)
 	}
-	res, err := c.apply(fs.NewCommand(&fs.SetContents{Path: a.Path, Instance: a.Instance, Data: a.Data,
+	res, err := s.apply(c, fs.NewCommand(&fs.SetContents{Path: a.Path, Instance: a.Instance, Data: a.Data,
 		Create: a.Create, CAS: a.CAS, ContentGen: a.Gen, Seq: a.Seq}))
 	if err != nil {
 		return nil, err
@@ -355,26 +189,12 @@ func (c *call) setContents() (any, error) {
 	return wire.StatReply{Stat: res.Stat}, nil
 }
 
-func (c *call) delete() (any, error) {
-	var a wire.DeleteArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
-	_, err := c.apply(fs.NewCommand(&fs.Delete{Path: a.Path, Instance: a.Instance, Seq: a.Seq}))
+func (s *Server) delete(c *call, a *wire.DeleteArgs) (any, error) {
+	_, err := s.apply(c, fs.NewCommand(&fs.Delete{Path: a.Path, Instance: a.Instance, Seq: a.Seq}))
 	return wire.Empty{}, err
 }
 
-func (c *call) acquire() (any, error) {
-	var a wire.AcquireArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
+func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 	delay, err := session.ValidateLockDelay(time.Duration(a.LockDelay))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", fs.ErrBadRequest, err)
@@ -385,7 +205,7 @@ func (c *call) acquire() (any, error) {
 	cmd := fs.NewCommand(&fs.Acquire{Path: a.Path, Instance: a.Instance, Mode: a.Mode,
 		Wait: a.Wait, WaitID: a.WaitID, LockDelay: int64(delay)})
 	if !a.Wait {
-		res, err := c.apply(cmd)
+		res, err := s.apply(c, cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -393,23 +213,11 @@ func (c *call) acquire() (any, error) {
 	}
 	// A blocking Acquire is made idempotent by its wait id, not by the call
 	// number: its retry must find the wait (or the grant) as it is now.
-	c.req.Call = 0
+	c.callID = 0
 	// Register before proposing: the grant may come in the very apply that
 	// queues us, or in any later one.
-	key := waitKey{c.req.Session, a.WaitID}
-	ch := make(chan waitResult, 1)
-	s := c.s
-	s.waitMu.Lock()
-	s.waits[key] = ch
-	s.waitMu.Unlock()
-	unregister := func() {
-		s.waitMu.Lock()
-		if s.waits[key] == ch {
-			delete(s.waits, key)
-		}
-		s.waitMu.Unlock()
-	}
-	res, err := c.apply(cmd)
+	ch, unregister := s.waits.register(waitKey{c.req.Session, a.WaitID})
+	res, err := s.apply(c, cmd)
 	if err != nil {
 		unregister()
 		return nil, err
@@ -439,47 +247,32 @@ func (c *call) acquire() (any, error) {
 	}
 }
 
-func (c *call) cancelAcquire() (any, error) {
-	var a wire.CancelAcquireArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
-	_, err := c.apply(fs.NewCommand(&fs.CancelWait{Path: a.Path, WaitID: a.WaitID}))
+func (s *Server) cancelAcquire(c *call, a *wire.CancelAcquireArgs) (any, error) {
+	_, err := s.apply(c, fs.NewCommand(&fs.CancelWait{Path: a.Path, WaitID: a.WaitID}))
 	return wire.Empty{}, err
 }
 
-func (c *call) release() (any, error) {
-	var a wire.ReleaseArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if err := c.checkPath(a.Path); err != nil {
-		return nil, err
-	}
-	_, err := c.apply(fs.NewCommand(&fs.Release{Path: a.Path, LockGen: a.Gen}))
+func (s *Server) release(c *call, a *wire.ReleaseArgs) (any, error) {
+	_, err := s.apply(c, fs.NewCommand(&fs.Release{Path: a.Path, LockGen: a.Gen}))
 	return wire.Empty{}, err
 }
 
-func (c *call) sequencer() (any, error) {
-	var a wire.NodeArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) sequencer(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.SeqReply
 	var err error
-	c.s.fsm.read(func(s *fs.State) { rep.Seq, err = s.HeldSequencer(c.req.Session, a.Path) })
+	s.fsm.read(func(st *fs.State) { rep.Seq, err = st.HeldSequencer(c.req.Session, a.Path) })
 	return rep, err
 }
 
-func (c *call) checkSequencer() (any, error) {
-	var a wire.CheckSequencerArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func (s *Server) checkSequencer(c *call, a *wire.CheckSequencerArgs) (any, error) {
 	var rep wire.CheckSequencerReply
-	c.s.fsm.read(func(s *fs.State) { rep.Valid = s.CheckSequencer(a.Seq) })
+	s.fsm.read(func(st *fs.State) { rep.Valid = st.CheckSequencer(a.Seq) })
 	return rep, nil
+}
+
+// admit records that the call's session caches path when it asked to, and
+// says whether the reply may be cached (not while path is being
+// invalidated).
+func (s *Server) admit(c *call, cache bool, path string) bool {
+	return cache && s.tracker.admit(c.req.Session, path)
 }

@@ -30,9 +30,17 @@ const maxVoters = 5
 // themselves: a server that dies stays in the raft configuration until an
 // operator runs remove-server (DESIGN hazard: Consul #6793).
 type membership struct {
-	s   *Server
-	log hclog.Logger
-	ml  *memberlist.Memberlist
+	cfg  Config
+	self Peer // this server, with its bound addresses
+	log  hclog.Logger
+	ml   *memberlist.Memberlist
+	raft raftMembers
+	// isMaster says whether this server serves as master (only the master
+	// adds servers); removed returns the servers an operator removed for
+	// good; bootstrap forms the cell with exactly peers.
+	isMaster  func() bool
+	removed   func() map[string]bool
+	bootstrap func(peers []Peer) error
 
 	mu           sync.Mutex
 	book         map[string]*memberInfo
@@ -73,18 +81,28 @@ type nodeMeta struct {
 	Bootstrapped bool   `msgpack:"b"` // part of a raft configuration already
 }
 
-func newMembership(s *Server) *membership {
-	return &membership{s: s, log: s.log.Named("members"), book: map[string]*memberInfo{}, gossip: map[string]gossipNode{},
+// raftMembers is what membership needs of raft (a *raft.Raft): the
+// configuration, and adding servers to it.
+type raftMembers interface {
+	GetConfiguration() raft.ConfigurationFuture
+	AddVoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	AddNonvoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+}
+
+// newMembership returns the membership of server self; the caller sets
+// isMaster, removed and bootstrap before start.
+func newMembership(cfg Config, self Peer, r raftMembers, log hclog.Logger) *membership {
+	return &membership{cfg: cfg, self: self, raft: r, log: log, book: map[string]*memberInfo{}, gossip: map[string]gossipNode{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-func (m *membership) bookFile() string { return filepath.Join(m.s.cfg.DataDir, "members.json") }
+func (m *membership) bookFile() string { return filepath.Join(m.cfg.DataDir, "members.json") }
 
 // start loads the saved address book, starts gossip (unless the cell is
 // static) and begins joining.
 func (m *membership) start(existing bool) error {
-	cfg := m.s.cfg
-	self := &memberInfo{Peer: Peer{ID: cfg.NodeID, RPCAddr: m.s.RPCAddr(), RaftAddr: string(m.s.transport.LocalAddr())}, Gossip: cfg.GossipAddr, State: "alive"}
+	cfg := m.cfg
+	self := &memberInfo{Peer: m.self, Gossip: cfg.GossipAddr, State: "alive"}
 	m.book[cfg.NodeID] = self
 	m.bootstrapped = existing
 	for _, p := range cfg.StaticPeers {
@@ -140,7 +158,7 @@ func (m *membership) start(existing bool) error {
 // addresses, retrying until one answers.
 func (m *membership) joinLoop() {
 	defer m.wg.Done()
-	seen := map[string]bool{m.s.cfg.GossipAddr: true}
+	seen := map[string]bool{m.cfg.GossipAddr: true}
 	var addrs []string
 	add := func(a string) {
 		if a != "" && !seen[a] {
@@ -148,7 +166,7 @@ func (m *membership) joinLoop() {
 			addrs = append(addrs, a)
 		}
 	}
-	for _, a := range m.s.cfg.Join {
+	for _, a := range m.cfg.Join {
 		add(a)
 	}
 	m.mu.Lock()
@@ -183,39 +201,54 @@ func (m *membership) joinLoop() {
 // same with the same set, so they form one configuration. A server that sees
 // a member already in a configuration does not bootstrap: the master adds it.
 func (m *membership) bootstrapLoop() {
+	m.every(200*time.Millisecond, nil, m.bootstrapRound)
+}
+
+// bootstrapRound is one look of bootstrapLoop; it reports whether the loop
+// is over.
+func (m *membership) bootstrapRound() bool {
+	if m.isBootstrapped() {
+		return true
+	}
+	var peers []Peer
+	existing := false
+	for _, meta := range m.aliveMembers() {
+		if meta.Bootstrapped {
+			existing = true
+		}
+		peers = append(peers, Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft})
+	}
+	if existing {
+		m.log.Info("found a running cell; waiting to be added by its master")
+		return true
+	}
+	expect := m.cfg.BootstrapExpect
+	if expect <= 1 || len(peers) < expect {
+		return false
+	}
+	if err := m.bootstrap(peers); err != nil {
+		m.log.Error("bootstrap failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// every runs round each period, and whenever wake has a value, until the
+// membership stops or round reports it is over. It ends m.wg's count.
+func (m *membership) every(period time.Duration, wake <-chan struct{}, round func() (over bool)) {
 	defer m.wg.Done()
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
+		case <-wake:
 		}
-		if m.isBootstrapped() {
+		if round() {
 			return
 		}
-		var peers []Peer
-		existing := false
-		for _, meta := range m.aliveMembers() {
-			if meta.Bootstrapped {
-				existing = true
-			}
-			peers = append(peers, Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft})
-		}
-		if existing {
-			m.log.Info("found a running cell; waiting to be added by its master")
-			return
-		}
-		expect := m.s.cfg.BootstrapExpect
-		if expect <= 1 || len(peers) < expect {
-			continue
-		}
-		if err := m.s.bootstrap(peers); err != nil {
-			m.log.Error("bootstrap failed", "err", err)
-			continue
-		}
-		return
 	}
 }
 
@@ -247,28 +280,19 @@ func (m *membership) markBootstrapped() {
 // missing from the raft configuration (voters up to maxVoters, then
 // non-voters), skipping servers removed by an operator.
 func (m *membership) reconcileLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-		case <-m.wake:
-		}
-		if cf := m.s.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
+	m.every(time.Second, m.wake, func() bool {
+		if cf := m.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
 			m.markBootstrapped()
 		}
-		if !m.s.IsMaster() || m.ml == nil {
-			continue
+		if m.isMaster() && m.ml != nil {
+			m.reconcile()
 		}
-		m.reconcile()
-	}
+		return false
+	})
 }
 
 func (m *membership) reconcile() {
-	cf := m.s.raft.GetConfiguration()
+	cf := m.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return
 	}
@@ -280,7 +304,7 @@ func (m *membership) reconcile() {
 			voters++
 		}
 	}
-	removed := m.s.removedServers()
+	removed := m.removed()
 	for _, meta := range m.aliveMembers() {
 		if inConfig[meta.ID] || removed[meta.ID] {
 			continue
@@ -288,11 +312,11 @@ func (m *membership) reconcile() {
 		var f raft.IndexFuture
 		if voters < maxVoters {
 			m.log.Info("adding server as voter", "node", meta.ID, "raft", meta.Raft)
-			f = m.s.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+			f = m.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
 			voters++
 		} else {
 			m.log.Info("adding server as non-voter", "node", meta.ID, "raft", meta.Raft)
-			f = m.s.raft.AddNonvoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
+			f = m.raft.AddNonvoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Raft), 0, 10*time.Second)
 		}
 		if err := f.Error(); err != nil {
 			m.log.Warn("adding server failed", "node", meta.ID, "err", err)
@@ -324,7 +348,7 @@ func (m *membership) poke() {
 // update records a member's gossip state and persists the address book.
 func (m *membership) update(n *memberlist.Node, state string) {
 	meta, ok := decodeMeta(n.Meta)
-	if !ok || meta.Cell != m.s.cfg.Cell {
+	if !ok || meta.Cell != m.cfg.Cell {
 		return
 	}
 	m.mu.Lock()

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -31,30 +33,46 @@ type proposal struct {
 	done chan struct{}
 }
 
+// proposer replicates commands through a raft log (raftApplier) in
+// batches; it knows nothing of what the commands mean.
 type proposer struct {
-	s        *Server
+	raft    raftApplier
+	clock   session.Clock
+	latency prometheus.Observer // propose to applied
+	batches prometheus.Observer // commands per entry
+
 	mu       sync.Mutex
 	queue    []*proposal
 	inflight int
 }
 
+// raftApplier appends an entry to the replicated log (a *raft.Raft); the
+// future's Response is the FSM's answer, one *fs.Result per command.
+type raftApplier interface {
+	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
+}
+
+func newProposer(r raftApplier, clock session.Clock, latency, batches prometheus.Observer) *proposer {
+	return &proposer{raft: r, clock: clock, latency: latency, batches: batches}
+}
+
 // propose stamps cmd with the master's clock, replicates it and returns the
 // applied result. The error is non-nil only when the command may not have
 // been applied (not leader, shutdown, timeout).
-func (s *Server) propose(cmd *fs.Command) (*fs.Result, error) {
-	cmd.Now = s.clock.Now().UnixNano()
+func (q *proposer) propose(cmd *fs.Command) (*fs.Result, error) {
+	cmd.Now = q.clock.Now().UnixNano()
 	b, err := cmd.Encode()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	p := &proposal{enc: b, done: make(chan struct{})}
-	s.proposer.submit(p)
+	q.submit(p)
 	<-p.done
 	if p.err != nil {
 		return nil, p.err
 	}
-	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
+	q.latency.Observe(time.Since(start).Seconds())
 	return p.res, nil
 }
 
@@ -106,8 +124,8 @@ func (q *proposer) apply(batch []*proposal, size int) {
 	for _, p := range batch {
 		entry = append(entry, p.enc...)
 	}
-	q.s.metrics.batchSize.Observe(float64(len(batch)))
-	f := q.s.raft.Apply(entry, applyTimeout)
+	q.batches.Observe(float64(len(batch)))
+	f := q.raft.Apply(entry, applyTimeout)
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -134,4 +152,45 @@ func (q *proposer) apply(batch []*proposal, size int) {
 	for i, p := range batch {
 		p.res = results[i]
 	}
+}
+
+// writePaths are the paths whose cached entries a command may change: the
+// node, and its parent directory's listing and stat when nodes come or go;
+// for the end of a session, every node it held a lock on or owned.
+func (s *Server) writePaths(cmd *fs.Command) []string {
+	withParent := func(p string) []string {
+		if dir, _ := fs.Split(p); dir != "" {
+			return []string{p, dir}
+		}
+		return []string{p}
+	}
+	switch cmd.Op {
+	case fs.OpCreate, fs.OpSetContents, fs.OpDelete:
+		if fs.CheckPath(s.cfg.Cell, cmd.Path()) != nil || cmd.Path() == fs.Root(s.cfg.Cell) {
+			return []string{cmd.Path()}
+		}
+		return withParent(cmd.Path())
+	case fs.OpAcquire, fs.OpRelease, fs.OpCancelWait, fs.OpGrantDelayed:
+		return []string{cmd.Path()}
+	case fs.OpEndSession:
+		var paths []string
+		s.fsm.read(func(st *fs.State) { paths = st.SessionPaths(cmd.Session) })
+		var out []string
+		for _, p := range paths {
+			out = append(out, withParent(p)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// proposeWrite runs the invalidation protocol for cmd's paths and proposes
+// it on behalf of the session cmd.Session.
+func (s *Server) proposeWrite(cmd *fs.Command) (*fs.Result, error) {
+	release, err := s.tracker.beforeWrite(cmd.Session, s.writePaths(cmd))
+	defer release()
+	if err != nil {
+		return nil, err
+	}
+	return s.proposer.propose(cmd)
 }

@@ -3,7 +3,16 @@ package server
 import (
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/chubby-dev/chubby/session"
 )
+
+// stallThreshold: a timer that fires this late means the master
+// itself was stalled (GC, SIGSTOP, a slow disk); the session is given a fresh
+// lease instead of being expired for the master's own pause.
+const stallThreshold = 500 * time.Millisecond
 
 // stallTick is how often the stall monitor looks at the clock.
 const stallTick = 100 * time.Millisecond
@@ -15,7 +24,10 @@ const stallTick = 100 * time.Millisecond
 // itself could not answer their KeepAlives get a fresh lease instead of
 // being expired for the master's own pause (DESIGN hazard etcd #15247).
 type stallMonitor struct {
-	s        *Server
+	clock session.Clock
+	log   hclog.Logger
+	done  <-chan struct{} // closed when the server shuts down
+
 	mu       sync.Mutex
 	lastTick time.Time
 	stallEnd time.Time // when the latest stall was noticed
@@ -25,22 +37,24 @@ type stallMonitor struct {
 // AfterFunc, so a ManualClock runs every tick in order as it advances).
 func (m *stallMonitor) start() {
 	m.mu.Lock()
-	m.lastTick = m.s.clock.Now()
+	m.lastTick = m.clock.Now()
 	m.mu.Unlock()
-	m.s.clock.AfterFunc(stallTick, m.tick)
+	m.clock.AfterFunc(stallTick, m.tick)
 }
 
 func (m *stallMonitor) tick() {
-	if m.s.closing.Load() {
+	select {
+	case <-m.done:
 		return
+	default:
 	}
-	defer m.s.clock.AfterFunc(stallTick, m.tick)
-	now := m.s.clock.Now()
+	defer m.clock.AfterFunc(stallTick, m.tick)
+	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if gap := now.Sub(m.lastTick); gap > stallThreshold {
 		m.stallEnd = now
-		m.s.log.Warn("this server stalled; sessions whose leases ran out meanwhile get a fresh lease", "stalled_for", gap)
+		m.log.Warn("this server stalled; sessions whose leases ran out meanwhile get a fresh lease", "stalled_for", gap)
 	}
 	m.lastTick = now
 }

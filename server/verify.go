@@ -14,7 +14,12 @@ import (
 // rounds: a reader waits for a round that started after it arrived, so at
 // most two rounds are in flight per burst of reads, whatever their number.
 type readVerifier struct {
-	s       *Server
+	// verifyLeader confirms raft leadership with a quorum
+	// (raft.VerifyLeader); serving says whether this server still serves
+	// as master.
+	verifyLeader func() error
+	serving      func() bool
+
 	mu      sync.Mutex
 	running bool
 	next    *verifyRound
@@ -46,8 +51,8 @@ func (v *readVerifier) startLocked() {
 	v.next = nil
 	v.running = true
 	go func() {
-		err := v.s.raft.VerifyLeader().Error()
-		if err == nil && !v.s.IsMaster() {
+		err := v.verifyLeader()
+		if err == nil && !v.serving() {
 			err = wire.ErrNotMaster
 		}
 		if err != nil {

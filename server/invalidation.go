@@ -5,8 +5,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // tracker is the master's in-memory knowledge of which sessions may cache
@@ -28,8 +30,19 @@ import (
 //
 // A read admitted while a path is uncachable is answered but marked not
 // cacheable and its session is not recorded as a cacher.
+//
+// The tracker talks to sessions only through cacheSessions (the lease table
+// in a server, a fake in its unit tests).
 type tracker struct {
-	s  *Server
+	sessions  cacheSessions
+	clock     session.Clock
+	log       hclog.Logger
+	invalWait prometheus.Observer
+	// done is closed when the server shuts down: waits end, and writes
+	// still waiting are refused with not_master (node names the server).
+	done <-chan struct{}
+	node string
+
 	mu sync.Mutex
 
 	cachers    map[string]map[uint64]struct{}
@@ -39,13 +52,24 @@ type tracker struct {
 	// applied. A later write of the path finds no cachers left to
 	// invalidate, but must not commit before they acknowledged.
 	inflight map[string]map[*invalRound]struct{}
-
-	watches   map[string]map[uint64]uint32 // path → session → event mask
-	watchedBy map[uint64]map[string]struct{}
 }
 
-func newTracker(s *Server) *tracker {
-	t := &tracker{s: s}
+// cacheSessions is how the tracker reaches the sessions that cache nodes.
+type cacheSessions interface {
+	// invalidate queues an invalidation of paths for session. acked is
+	// closed when the session acknowledges it (or ends, or this server
+	// stops being master); deadline is when the session's cache stops
+	// serving the paths without an acknowledgement (its lease as of
+	// now). ok is false if the session has no lease here.
+	invalidate(session uint64, paths []string) (acked <-chan struct{}, deadline time.Time, ok bool)
+	// unflushed returns, for every session but except carried over from
+	// an earlier master and not yet heard from, what a write must wait
+	// for (it may cache anything).
+	unflushed(except uint64) []ackWait
+}
+
+func newTracker(sessions cacheSessions, clock session.Clock, log hclog.Logger, invalWait prometheus.Observer, done <-chan struct{}, node string) *tracker {
+	t := &tracker{sessions: sessions, clock: clock, log: log, invalWait: invalWait, done: done, node: node}
 	t.reset()
 	return t
 }
@@ -57,8 +81,6 @@ func (t *tracker) reset() {
 	t.cachedBy = map[uint64]map[string]struct{}{}
 	t.uncachable = map[string]int{}
 	t.inflight = map[string]map[*invalRound]struct{}{}
-	t.watches = map[string]map[uint64]uint32{}
-	t.watchedBy = map[uint64]map[string]struct{}{}
 }
 
 // admit records that session may cache path and reports whether it may: not
@@ -132,7 +154,7 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	// the slowest cacher, not for the sum of their round trips.
 	var waits []ackWait
 	for sess, ps := range targets {
-		if acked, deadline, ok := t.s.leases.invalidate(sess, ps); ok {
+		if acked, deadline, ok := t.sessions.invalidate(sess, ps); ok {
 			waits = append(waits, ackWait{session: sess, done: acked, deadline: deadline})
 		}
 	}
@@ -142,7 +164,7 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 		<-r.ready // closed by its writer as soon as it has sent its invalidations
 		waits = append(waits, r.waits...)
 	}
-	waits = append(waits, t.s.leases.unflushed(writer)...)
+	waits = append(waits, t.sessions.unflushed(writer)...)
 	if len(waits) == 0 {
 		return release, nil
 	}
@@ -150,10 +172,10 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	for _, w := range waits {
 		t.await(w)
 	}
-	t.s.metrics.invalWait.Observe(time.Since(start).Seconds())
+	t.invalWait.Observe(time.Since(start).Seconds())
 	select {
-	case <-t.s.shutdown:
-		return release, fmt.Errorf("%w: %s is shutting down", wire.ErrNotMaster, t.s.cfg.NodeID)
+	case <-t.done:
+		return release, fmt.Errorf("%w: %s is shutting down", wire.ErrNotMaster, t.node)
 	default:
 	}
 	return release, nil
@@ -175,17 +197,17 @@ type ackWait struct {
 }
 
 func (t *tracker) await(w ackWait) {
-	wait := w.deadline.Sub(t.s.clock.Now())
+	wait := w.deadline.Sub(t.clock.Now())
 	if wait <= 0 {
 		return
 	}
-	timer := t.s.clock.NewTimer(wait)
+	timer := t.clock.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-w.done:
 	case <-timer.C():
-		t.s.log.Debug("a caching session did not acknowledge before its lease ran out", "session", w.session)
-	case <-t.s.shutdown:
+		t.log.Debug("a caching session did not acknowledge before its lease ran out", "session", w.session)
+	case <-t.done:
 	}
 }
 
@@ -193,125 +215,17 @@ func (t *tracker) await(w ackWait) {
 func (t *tracker) forget(session uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for p := range t.cachedBy[session] {
-		delete(t.cachers[p], session)
-		if len(t.cachers[p]) == 0 {
-			delete(t.cachers, p)
-		}
-	}
-	delete(t.cachedBy, session)
-	for p := range t.watchedBy[session] {
-		delete(t.watches[p], session)
-		if len(t.watches[p]) == 0 {
-			delete(t.watches, p)
-		}
-	}
-	delete(t.watchedBy, session)
+	dropSession(t.cachers, t.cachedBy, session)
 }
 
-// watch subscribes session to mask's events on path (or'ed with earlier
-// subscriptions); a zero mask unsubscribes.
-func (t *tracker) watch(session uint64, path string, mask uint32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if mask == 0 {
-		delete(t.watches[path], session)
-		if len(t.watches[path]) == 0 {
-			delete(t.watches, path)
-		}
-		delete(t.watchedBy[session], path)
-		return
-	}
-	m, ok := t.watches[path]
-	if !ok {
-		m = map[uint64]uint32{}
-		t.watches[path] = m
-	}
-	m[session] |= mask
-	addTo(t.watchedBy, session, path)
-}
-
-// publish turns an applied command's changes into events for the sessions
-// watching the nodes, queued on their KeepAlive replies in commit order.
-func (t *tracker) publish(changes []fs.Change) {
-	if len(changes) == 0 {
-		return
-	}
-	out := map[uint64][]wire.Event{}
-	t.mu.Lock()
-	emit := func(watched string, typ wire.EventType, path string) {
-		bit := typ.Bit()
-		for sess, mask := range t.watches[watched] {
-			if mask&bit != 0 {
-				out[sess] = append(out[sess], wire.Event{Type: typ, Path: path})
-			}
+// dropSession removes session from the per-path sets its index lists, and
+// the sets it leaves empty, and forgets its index entry.
+func dropSession[V any](sets map[string]map[uint64]V, index map[uint64]map[string]struct{}, session uint64) {
+	for p := range index[session] {
+		delete(sets[p], session)
+		if len(sets[p]) == 0 {
+			delete(sets, p)
 		}
 	}
-	for _, ch := range changes {
-		dir, _ := fs.Split(ch.Path)
-		switch ch.Kind {
-		case fs.Created:
-			emit(dir, wire.EventChildAdded, ch.Path)
-		case fs.Modified:
-			emit(ch.Path, wire.EventContentsModified, ch.Path)
-			emit(dir, wire.EventChildModified, ch.Path)
-		case fs.Deleted:
-			emit(ch.Path, wire.EventHandleInvalid, ch.Path)
-			emit(dir, wire.EventChildRemoved, ch.Path)
-			for sess := range t.watches[ch.Path] {
-				delete(t.watchedBy[sess], ch.Path)
-			}
-			delete(t.watches, ch.Path)
-		case fs.LockAcquired:
-			emit(ch.Path, wire.EventLockAcquired, ch.Path)
-		case fs.LockConflict:
-			emit(ch.Path, wire.EventConflictingLock, ch.Path)
-		}
-	}
-	t.mu.Unlock()
-	for sess, evs := range out {
-		t.s.metrics.events.Add(float64(len(evs)))
-		t.s.leases.pushEvents(sess, evs)
-	}
-}
-
-// writePaths are the paths whose cached entries a command may change: the
-// node, and its parent directory's listing and stat when nodes come or go;
-// for the end of a session, every node it held a lock on or owned.
-func (s *Server) writePaths(cmd *fs.Command) []string {
-	withParent := func(p string) []string {
-		if dir, _ := fs.Split(p); dir != "" {
-			return []string{p, dir}
-		}
-		return []string{p}
-	}
-	switch cmd.Op {
-	case fs.OpCreate, fs.OpSetContents, fs.OpDelete:
-		if fs.CheckPath(s.cfg.Cell, cmd.Path()) != nil || cmd.Path() == fs.Root(s.cfg.Cell) {
-			return []string{cmd.Path()}
-		}
-		return withParent(cmd.Path())
-	case fs.OpAcquire, fs.OpRelease, fs.OpCancelWait, fs.OpGrantDelayed:
-		return []string{cmd.Path()}
-	case fs.OpEndSession:
-		var paths []string
-		s.fsm.read(func(st *fs.State) { paths = st.SessionPaths(cmd.Session) })
-		var out []string
-		for _, p := range paths {
-			out = append(out, withParent(p)...)
-		}
-		return out
-	}
-	return nil
-}
-
-// proposeWrite runs the invalidation protocol for cmd's paths and proposes
-// it on behalf of the session cmd.Session.
-func (s *Server) proposeWrite(cmd *fs.Command) (*fs.Result, error) {
-	release, err := s.tracker.beforeWrite(cmd.Session, s.writePaths(cmd))
-	defer release()
-	if err != nil {
-		return nil, err
-	}
-	return s.propose(cmd)
+	delete(index, session)
 }

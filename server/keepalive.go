@@ -1,0 +1,224 @@
+package server
+
+import (
+	"time"
+
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// replier answers a call on a client connection (a *conn).
+type replier interface {
+	reply(id uint64, body any, err error)
+}
+
+// poll is a parked KeepAlive, answered when its hold ends or earlier.
+type poll struct {
+	c     replier
+	reqID uint64
+	timer session.Timer
+}
+
+// keepAlive records the acknowledged invalidations, extends the lease to
+// now+TTL and parks the call until its hold ends. It answers at once when
+// urgent or when there is something to deliver; a previous parked poll of the
+// same session is answered at once.
+func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInval uint64) error {
+	now := t.clock.Now()
+	t.mu.Lock()
+	l, err := t.leaseLocked(id)
+	if err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	t.ackLocked(l, ackInval)
+	// A KeepAlive of this master's epoch: the client has flushed its cache.
+	t.flushedLocked(l)
+	t.extendLocked(l, now)
+	old := t.takePollLocked(l)
+	answerNow := urgent || len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
+	var rep wire.KeepAliveReply
+	if answerNow {
+		rep = l.replyLocked()
+	} else {
+		p := &poll{c: c, reqID: reqID}
+		p.timer = t.clock.AfterFunc(session.KeepAliveHold(l.ttl, t.rng), func() { t.answer(id, p) })
+		l.poll = p
+	}
+	t.mu.Unlock()
+	old.send()
+	t.metrics.keepAlives.Inc()
+	if answerNow {
+		c.reply(reqID, rep, nil)
+	}
+	return nil
+}
+
+// answer ends a poll's hold: the lease is extended again and granted.
+func (t *leaseTable) answer(id uint64, p *poll) {
+	now := t.clock.Now()
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok || l.poll != p {
+		t.mu.Unlock()
+		return
+	}
+	p.timer.Stop()
+	l.poll = nil
+	t.extendLocked(l, now)
+	rep := l.replyLocked()
+	t.mu.Unlock()
+	p.c.reply(p.reqID, rep, nil)
+}
+
+// replyLocked builds a KeepAlive reply: the lease, every unacknowledged
+// invalidation, and the queued events (which it takes).
+func (l *lease) replyLocked() wire.KeepAliveReply {
+	rep := wire.KeepAliveReply{TTL: int64(l.ttl), InvalSeq: l.invalSeq, Events: l.events, Dropped: l.dropped}
+	for _, pi := range l.invals {
+		rep.Invalidations = append(rep.Invalidations, pi.paths...)
+	}
+	l.events, l.dropped = nil, 0
+	return rep
+}
+
+// answerAll replies to parked polls; called without t.mu so a slow client
+// connection never blocks the lease table.
+func answerAll(ps []*poll, body any, err error) {
+	for _, p := range ps {
+		p.c.reply(p.reqID, body, err)
+	}
+}
+
+// earlyReply is a parked poll taken to be answered early, with its reply.
+type earlyReply struct {
+	p   *poll
+	rep wire.KeepAliveReply
+}
+
+func (e earlyReply) send() {
+	if e.p != nil {
+		e.p.c.reply(e.p.reqID, e.rep, nil)
+	}
+}
+
+func (t *leaseTable) takePollLocked(l *lease) earlyReply {
+	p := l.poll
+	if p == nil {
+		return earlyReply{}
+	}
+	p.timer.Stop()
+	l.poll = nil
+	return earlyReply{p: p, rep: l.replyLocked()}
+}
+
+type pendingInval struct {
+	seq   uint64
+	paths []string
+	acked chan struct{}
+}
+
+// invalidate queues an invalidation of paths for a session and answers its
+// parked KeepAlive at once. The returned channel is closed when the session
+// acknowledges it (or ends); deadline is the session's lease as of now: the
+// client can renew its local lease only through a reply that carries this
+// invalidation, so once deadline passes its cache cannot serve the paths.
+// ok is false if the session has no lease here.
+func (t *leaseTable) invalidate(id uint64, paths []string) (acked <-chan struct{}, deadline time.Time, ok bool) {
+	t.mu.Lock()
+	l, found := t.m[id]
+	if !found {
+		t.mu.Unlock()
+		return nil, time.Time{}, false
+	}
+	l.invalSeq++
+	pi := &pendingInval{seq: l.invalSeq, paths: paths, acked: make(chan struct{})}
+	l.invals = append(l.invals, pi)
+	deadline = l.expires
+	p := t.takePollLocked(l)
+	t.mu.Unlock()
+	t.metrics.invalidations.Inc()
+	p.send()
+	return pi.acked, deadline, true
+}
+
+// ackLocked frees the writers waiting for invalidations up to seq.
+func (t *leaseTable) ackLocked(l *lease, seq uint64) {
+	kept := l.invals[:0]
+	for _, pi := range l.invals {
+		if pi.seq <= seq {
+			close(pi.acked)
+			continue
+		}
+		kept = append(kept, pi)
+	}
+	l.invals = kept
+}
+
+// releaseLocked frees every writer waiting on this session's acknowledgements
+// (the session is gone, or this server is no longer master).
+func (l *lease) releaseLocked() {
+	for _, pi := range l.invals {
+		close(pi.acked)
+	}
+	l.invals = nil
+}
+
+// flushedLocked frees the writers waiting for a session carried over from an
+// earlier master: it has talked to this master, or it ended.
+func (t *leaseTable) flushedLocked(l *lease) {
+	if l.unflushed != nil {
+		close(l.unflushed)
+		l.unflushed = nil
+		t.nUnflushed--
+	}
+}
+
+// unflushed returns, for every session but except that has not talked to
+// this master since it took over, what a write must wait for: its first
+// KeepAlive here, or the end of its lease as of now (the most an earlier
+// master can have granted it: its local lease, and with it its cache, ends
+// before that).
+func (t *leaseTable) unflushed(except uint64) []ackWait {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nUnflushed == 0 {
+		return nil
+	}
+	var out []ackWait
+	for id, l := range t.m {
+		if l.unflushed != nil && id != except {
+			out = append(out, ackWait{session: id, done: l.unflushed, deadline: l.expires})
+		}
+	}
+	return out
+}
+
+// maxQueuedEvents bounds a session's undelivered events; past it events are
+// dropped and counted (a slow consumer never blocks the master).
+const maxQueuedEvents = 1024
+
+// pushEvents queues events for a session and answers its parked KeepAlive.
+func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
+	t.mu.Lock()
+	l, ok := t.m[id]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	for _, e := range evs {
+		if len(l.events) >= maxQueuedEvents {
+			l.dropped++
+			continue
+		}
+		l.events = append(l.events, e)
+	}
+	p := t.takePollLocked(l)
+	t.mu.Unlock()
+	// pushEvents runs on raft's apply goroutine: never write to a client's
+	// socket there. The reply is built (in order) above; only the send is
+	// left to a goroutine.
+	if p.p != nil {
+		go p.send()
+	}
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+)
+
+// lockWaits is the master's registry of blocked Acquires: each waits on a
+// channel for the apply that grants or cancels its wait.
+type lockWaits struct {
+	mu sync.Mutex
+	m  map[waitKey]chan waitResult
+}
+
+// waitKey names a blocked Acquire: a session's wait id.
+type waitKey struct {
+	session uint64
+	waitID  uint64
+}
+
+// waitResult ends a blocked Acquire: the lock's sequencer, or why not.
+type waitResult struct {
+	seq fs.Sequencer
+	err error
+}
+
+func newLockWaits() *lockWaits { return &lockWaits{m: map[waitKey]chan waitResult{}} }
+
+// register records a blocked Acquire before it is proposed (the grant may
+// come in the very apply that queues it). unregister forgets it, unless a
+// later register of the same key replaced it.
+func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister func()) {
+	ch := make(chan waitResult, 1)
+	w.mu.Lock()
+	w.m[k] = ch
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		if w.m[k] == ch {
+			delete(w.m, k)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// wake ends the blocked Acquire k, if it is registered here.
+func (w *lockWaits) wake(k waitKey, r waitResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.m[k]; ok {
+		select {
+		case ch <- r:
+		default:
+		}
+		delete(w.m, k)
+	}
+}
+
+// failAll ends every blocked Acquire with err.
+func (w *lockWaits) failAll(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, ch := range w.m {
+		select {
+		case ch <- waitResult{err: err}:
+		default:
+		}
+		delete(w.m, k)
+	}
+}
+
+// lockDelays are the master's timers for locks whose lock-delay has not
+// ended: grant proposes the grant when one does (Chubby §2.4).
+type lockDelays struct {
+	clock session.Clock
+	grant func(path string)
+
+	mu sync.Mutex
+	m  map[string]session.Timer
+}
+
+func newLockDelays(clock session.Clock, grant func(path string)) *lockDelays {
+	return &lockDelays{clock: clock, grant: grant, m: map[string]session.Timer{}}
+}
+
+// arm schedules the grant of a lock whose lock-delay ends at d.Until (once
+// per path).
+func (l *lockDelays) arm(d fs.Delayed) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.m[d.Path]; ok {
+		return
+	}
+	wait := time.Duration(d.Until - l.clock.Now().UnixNano())
+	if wait < 0 {
+		wait = 0
+	}
+	path := d.Path
+	l.m[path] = l.clock.AfterFunc(wait, func() {
+		l.mu.Lock()
+		delete(l.m, path)
+		l.mu.Unlock()
+		l.grant(path)
+	})
+}
+
+// stopAll cancels every timer (this server is no longer master).
+func (l *lockDelays) stopAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p, t := range l.m {
+		t.Stop()
+		delete(l.m, p)
+	}
+}
+
+// grantDelayed proposes the grant of a lock whose lock-delay ended.
+func (s *Server) grantDelayed(path string) {
+	if !s.IsMaster() {
+		return
+	}
+	if _, err := s.proposeWrite(fs.NewCommand(&fs.GrantDelayed{Path: path})); err != nil {
+		s.log.Warn("grant after lock-delay failed", "path", path, "err", err)
+	}
+}
+
+// onApply acts on a command's effects. It runs on raft's FSM goroutine on
+// every replica; the maps it touches are empty except on the master.
+func (s *Server) onApply(cmd *fs.Command, res *fs.Result) {
+	for _, id := range res.Ended {
+		s.leases.remove(id)
+		s.tracker.forget(id)
+		s.watches.forget(id)
+	}
+	if s.IsMaster() {
+		s.watches.publish(res.Changes)
+	}
+	if len(res.Grants) > 0 || len(res.Cancelled) > 0 {
+		ended := map[uint64]bool{}
+		for _, id := range res.Ended {
+			ended[id] = true
+		}
+		for _, g := range res.Grants {
+			s.waits.wake(waitKey{g.Session, g.WaitID}, waitResult{seq: g.Seq})
+		}
+		for _, c := range res.Cancelled {
+			var err error
+			switch {
+			case ended[c.Session]:
+				err = fmt.Errorf("%w: session %d ended while waiting for %s", fs.ErrSessionExpired, c.Session, c.Path)
+			case cmd.Op == fs.OpCancelWait:
+				err = fmt.Errorf("%w: wait for %s cancelled", fs.ErrNotHeld, c.Path)
+			default:
+				err = fmt.Errorf("%w: %s was deleted while waiting for its lock", fs.ErrStaleHandle, c.Path)
+			}
+			s.waits.wake(waitKey{c.Session, c.WaitID}, waitResult{err: err})
+		}
+	}
+	if s.IsMaster() {
+		for _, d := range res.Delayed {
+			s.delays.arm(d)
+		}
+	}
+}

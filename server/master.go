@@ -1,0 +1,112 @@
+package server
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// leadershipLoop turns raft leadership changes into becoming and ceasing to
+// be master, and the lease table's expired sessions into expiries.
+func (s *Server) leadershipLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.shutdown:
+			return
+		case leader := <-s.notifyCh:
+			if leader {
+				go s.establishMaster()
+			} else {
+				s.revokeMaster()
+			}
+		case <-s.leases.Expired():
+			for _, id := range s.leases.TakeExpired() {
+				go s.expireSession(id)
+			}
+		}
+	}
+}
+
+// establishMaster runs when this server becomes raft leader: it waits until
+// every earlier entry is applied, starts a new epoch through the log, gives
+// every session a fresh lease of its TTL (the most an earlier master could
+// have granted), re-arms lock-delay timers and starts serving.
+func (s *Server) establishMaster() {
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if s.raft.State() != raft.Leader || s.closing.Load() {
+		return
+	}
+	if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
+		s.log.Warn("barrier before serving failed", "err", err)
+		return
+	}
+	res, err := s.proposer.propose(fs.NewCommand(&fs.NewEpoch{}))
+	if err != nil {
+		s.log.Warn("new epoch failed", "err", err)
+		return
+	}
+	now := s.clock.Now()
+	var sessions []fs.SessionInfo
+	var delayed []fs.Delayed
+	s.fsm.read(func(st *fs.State) {
+		sessions = st.Sessions()
+		delayed = st.DelayedLocks()
+	})
+	s.tracker.reset()
+	s.watches.reset()
+	s.leases.Promote(now, sessions)
+	for _, d := range delayed {
+		s.delays.arm(d)
+	}
+	s.epoch.Store(res.Epoch)
+	s.metrics.epoch.Set(float64(res.Epoch))
+	s.log.Info("serving as master", "epoch", res.Epoch, "sessions", len(sessions))
+}
+
+// revokeMaster stops serving: KeepAlive polls and blocked calls are failed
+// so clients look for the new master.
+func (s *Server) revokeMaster() {
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if s.epoch.Swap(0) == 0 {
+		return
+	}
+	s.log.Info("no longer master")
+	s.leases.Demote()
+	s.tracker.reset()
+	s.watches.reset()
+	s.delays.stopAll()
+	s.waits.failAll(wire.FromCode("not_master", "not the master any more"))
+}
+
+// expireSession ends a session whose lease ran out, once this server has
+// confirmed with a quorum that it is still the leader and found it did not
+// stall since the session's last renewal. An expiry that cannot be made is
+// abandoned and the lease timer looks again later.
+func (s *Server) expireSession(id uint64) {
+	if err := s.raft.VerifyLeader().Error(); err != nil {
+		s.log.Warn("not expiring session: leadership not confirmed", "session", id, "err", err)
+		s.leases.retryExpiry(id)
+		return
+	}
+	if s.leases.graceAfterStall(id) {
+		s.log.Warn("not expiring session: the master stalled since its last renewal", "session", id)
+		return
+	}
+	s.log.Info("session expired", "session", id)
+	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: id, Body: &fs.EndSession{Expired: true}})
+	if err != nil {
+		s.log.Warn("expiring session failed", "session", id, "err", err)
+		s.leases.retryExpiry(id)
+		return
+	}
+	if res.Err != nil {
+		s.leases.remove(id)
+	}
+	s.metrics.expired.Inc()
+}

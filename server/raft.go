@@ -1,0 +1,209 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/chubby-dev/chubby/fs"
+)
+
+func (s *Server) startRaft() error {
+	rlog := s.log.Named("raft")
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.cfg.NodeID)
+	rc.Logger = rlog
+	rc.HeartbeatTimeout = s.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = s.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = s.cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.MaxAppendEntries = 256
+	// No BatchApplyCh: the proposer keeps at most two entries in flight
+	// anyway, and with a buffered apply channel raft may accept an entry
+	// after shutdown began and never answer it (a proposer stuck forever).
+	rc.BatchApplyCh = false
+	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
+	rc.TrailingLogs = s.cfg.TrailingLogs
+	rc.SnapshotInterval = s.cfg.SnapshotInterval
+	s.notifyCh = make(chan bool, 16)
+	rc.NotifyCh = s.notifyCh
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(s.cfg.DataDir, "raft.db"), NoSync: s.cfg.NoSync})
+	if err != nil {
+		return fmt.Errorf("open raft log in %s: %w", s.cfg.DataDir, err)
+	}
+	s.store = store
+	var logStore raft.LogStore = store
+	if s.cfg.WrapLogStore != nil {
+		logStore = s.cfg.WrapLogStore(store)
+	}
+	logs, err := raft.NewLogCache(1024, logStore)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, rlog)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("snapshot store in %s: %w", s.cfg.DataDir, err)
+	}
+	trans := s.cfg.RaftTransport
+	if trans == nil {
+		addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
+		if err != nil {
+			store.Close()
+			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+		}
+		tcp, err := raft.NewTCPTransportWithConfig(s.cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
+			ServerAddressProvider: routes(s.cfg.RaftRoutes, s.cfg.NodeID, addr.String()),
+			Logger:                rlog,
+			MaxPool:               3,
+			Timeout:               10 * time.Second,
+		})
+		if err != nil {
+			store.Close()
+			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
+		}
+		trans = tcp
+	}
+	s.transport = trans
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		closeTransport(trans)
+		store.Close()
+		return err
+	}
+	s.existing = existing
+	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
+	if err != nil {
+		closeTransport(trans)
+		store.Close()
+		return fmt.Errorf("start raft: %w", err)
+	}
+	s.raft = r
+	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
+	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
+	return nil
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// maybeBootstrap forms a new cell when this server has no raft state: at
+// once for a lone server (bootstrap-expect 1, nothing to join) or with the
+// static peers; otherwise once bootstrap-expect servers have met by gossip.
+// A server with state, or one joining a running cell, never bootstraps.
+func (s *Server) maybeBootstrap() error {
+	switch {
+	case s.existing:
+		return nil
+	case len(s.cfg.StaticPeers) > 0:
+		return s.bootstrap(s.cfg.StaticPeers)
+	case s.cfg.BootstrapExpect <= 1 && len(s.cfg.Join) == 0:
+		return s.bootstrap([]Peer{{ID: s.cfg.NodeID, RPCAddr: s.RPCAddr(), RaftAddr: string(s.transport.LocalAddr())}})
+	}
+	s.log.Info("waiting for the cell to form", "bootstrap_expect", s.cfg.BootstrapExpect, "join", s.cfg.Join)
+	s.members.wg.Add(1)
+	go s.members.bootstrapLoop()
+	return nil
+}
+
+// bootstrap writes the first raft configuration: exactly peers, as voters.
+func (s *Server) bootstrap(peers []Peer) error {
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+	var conf raft.Configuration
+	for _, p := range peers {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+	}
+	s.log.Info("bootstrapping the cell", "servers", len(peers))
+	if err := s.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	s.members.markBootstrapped()
+	return nil
+}
+
+// removedServers returns the servers an operator removed for good.
+func (s *Server) removedServers() map[string]bool {
+	var out map[string]bool
+	s.fsm.read(func(st *fs.State) { out = st.RemovedServers() })
+	return out
+}
+
+func (s *Server) stopRaft() {
+	if s.raft != nil {
+		if err := s.raft.Shutdown().Error(); err != nil {
+			s.log.Warn("raft shutdown", "err", err)
+		}
+	}
+	if s.transport != nil {
+		closeTransport(s.transport)
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+// transferLeadership hands raft leadership to another voter before a master
+// shuts down, so the cell does not wait out an election timeout.
+func (s *Server) transferLeadership() {
+	if s.raft == nil || s.raft.State() != raft.Leader {
+		return
+	}
+	cf := s.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	voters := 0
+	for _, srv := range cf.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	s.log.Info("transferring leadership before shutdown")
+	if err := s.raft.LeadershipTransfer().Error(); err != nil {
+		s.log.Warn("leadership transfer failed", "err", err)
+	}
+}
+
+// routeTable is a raft.ServerAddressProvider over Config.RaftRoutes.
+type routeTable map[string]string
+
+// routes returns nil (dial advertised addresses) when there are none.
+// Otherwise the table also maps this server (self) to its own advertised
+// raft address (selfAddr): raft asks the provider for it to stamp every RPC
+// header it sends (NetworkTransport.EncodePeer), and without an entry it
+// would log a warning for each one — a heartbeat, an AppendEntries — and
+// use that same address anyway. A route given for self is ignored: the
+// header names where this server listens, not how others reach it.
+func routes(m map[string]string, self, selfAddr string) raft.ServerAddressProvider {
+	if len(m) == 0 {
+		return nil
+	}
+	t := routeTable{self: selfAddr}
+	for id, a := range m {
+		if id != self {
+			t[id] = a
+		}
+	}
+	return t
+}
+
+func (r routeTable) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := r[string(id)]; ok {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("no raft route for server %q", id)
+}

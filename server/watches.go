@@ -1,0 +1,114 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// watchTable is the master's record of which sessions subscribed to which
+// events of which nodes (Chubby §2.6). Like the tracker it is rebuilt empty
+// by each new master: clients re-subscribe on master failover. Events go
+// out through an eventQueue (the lease table: on the next KeepAlive reply).
+type watchTable struct {
+	queue  eventQueue
+	events prometheus.Counter
+
+	mu        sync.Mutex
+	watches   map[string]map[uint64]uint32 // path → session → event mask
+	watchedBy map[uint64]map[string]struct{}
+}
+
+// eventQueue delivers a session's events, in the order given.
+type eventQueue interface {
+	pushEvents(session uint64, evs []wire.Event)
+}
+
+func newWatchTable(queue eventQueue, events prometheus.Counter) *watchTable {
+	t := &watchTable{queue: queue, events: events}
+	t.reset()
+	return t
+}
+
+func (t *watchTable) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.watches = map[string]map[uint64]uint32{}
+	t.watchedBy = map[uint64]map[string]struct{}{}
+}
+
+// forget drops the subscriptions of a session that ended.
+func (t *watchTable) forget(session uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	dropSession(t.watches, t.watchedBy, session)
+}
+
+// watch subscribes session to mask's events on path (or'ed with earlier
+// subscriptions); a zero mask unsubscribes.
+func (t *watchTable) watch(session uint64, path string, mask uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if mask == 0 {
+		delete(t.watches[path], session)
+		if len(t.watches[path]) == 0 {
+			delete(t.watches, path)
+		}
+		delete(t.watchedBy[session], path)
+		return
+	}
+	m, ok := t.watches[path]
+	if !ok {
+		m = map[uint64]uint32{}
+		t.watches[path] = m
+	}
+	m[session] |= mask
+	addTo(t.watchedBy, session, path)
+}
+
+// publish turns an applied command's changes into events for the sessions
+// watching the nodes, queued on their KeepAlive replies in commit order.
+func (t *watchTable) publish(changes []fs.Change) {
+	if len(changes) == 0 {
+		return
+	}
+	out := map[uint64][]wire.Event{}
+	t.mu.Lock()
+	emit := func(watched string, typ wire.EventType, path string) {
+		bit := typ.Bit()
+		for sess, mask := range t.watches[watched] {
+			if mask&bit != 0 {
+				out[sess] = append(out[sess], wire.Event{Type: typ, Path: path})
+			}
+		}
+	}
+	for _, ch := range changes {
+		dir, _ := fs.Split(ch.Path)
+		switch ch.Kind {
+		case fs.Created:
+			emit(dir, wire.EventChildAdded, ch.Path)
+		case fs.Modified:
+			emit(ch.Path, wire.EventContentsModified, ch.Path)
+			emit(dir, wire.EventChildModified, ch.Path)
+		case fs.Deleted:
+			emit(ch.Path, wire.EventHandleInvalid, ch.Path)
+			emit(dir, wire.EventChildRemoved, ch.Path)
+			for sess := range t.watches[ch.Path] {
+				delete(t.watchedBy[sess], ch.Path)
+			}
+			delete(t.watches, ch.Path)
+		case fs.LockAcquired:
+			emit(ch.Path, wire.EventLockAcquired, ch.Path)
+		case fs.LockConflict:
+			emit(ch.Path, wire.EventConflictingLock, ch.Path)
+		}
+	}
+	t.mu.Unlock()
+	for sess, evs := range out {
+		t.events.Add(float64(len(evs)))
+		t.queue.pushEvents(sess, evs)
+	}
+}
