@@ -61,7 +61,7 @@ func (s *State) Apply(index uint64, c *Command) *Result {
 			// A retry of a call already applied: the same answer, no effects.
 			r.Stat, r.Seq, r.Queued = cc.Stat, cc.Seq, cc.Queued
 			if cc.Code != "" {
-				r.Err = FromCode(cc.Code, cc.Msg)
+				r.Err = Codes.FromCode(cc.Code, cc.Msg)
 			}
 			return r
 		}
@@ -93,7 +93,7 @@ func (rec *sessionRec) rememberCall(id uint64, r *Result) {
 	}
 	cc := &cachedCall{Stat: r.Stat, Seq: r.Seq, Queued: r.Queued}
 	if r.Err != nil {
-		cc.Code, cc.Msg = Code(r.Err), r.Err.Error()
+		cc.Code, cc.Msg = Codes.Code(r.Err), r.Err.Error()
 	}
 	rec.Calls[id] = cc
 	for len(rec.Calls) > maxCachedCalls {

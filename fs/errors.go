@@ -45,12 +45,19 @@ var (
 	ErrBadRequest = errors.New("bad request")
 )
 
-// codes names each sentinel in remembered call results (kept in snapshots)
-// and on the wire; package wire adds the RPC layer's own.
-var codes = []struct {
-	code string
-	err  error
-}{
+// ErrorCode names a sentinel error by a stable string, for remembered call
+// results (kept in snapshots) and on the wire.
+type ErrorCode struct {
+	Code string
+	Err  error
+}
+
+// ErrorCodes is a table of sentinels and their names.
+type ErrorCodes []ErrorCode
+
+// Codes names the state machine's sentinels; package wire extends it with the
+// RPC layer's own.
+var Codes = ErrorCodes{
 	{"no_such_node", ErrNoSuchNode},
 	{"exists", ErrExists},
 	{"not_dir", ErrNotDir},
@@ -69,22 +76,22 @@ var codes = []struct {
 	{"bad_request", ErrBadRequest},
 }
 
-// Code returns the code of the state-machine sentinel err wraps, or "".
-func Code(err error) string {
-	for _, c := range codes {
-		if errors.Is(err, c.err) {
-			return c.code
+// Code returns the name of the sentinel in t that err wraps, or "".
+func (t ErrorCodes) Code(err error) string {
+	for _, c := range t {
+		if errors.Is(err, c.Err) {
+			return c.Code
 		}
 	}
 	return ""
 }
 
 // FromCode rebuilds an error from Code's result and its text: it wraps the
-// sentinel named by code, or is a plain error if code names none.
-func FromCode(code, msg string) error {
-	for _, c := range codes {
-		if c.code == code {
-			return &codedError{msg: msg, err: c.err}
+// sentinel named by code, or is a plain error if t names none.
+func (t ErrorCodes) FromCode(code, msg string) error {
+	for _, c := range t {
+		if c.Code == code {
+			return &codedError{msg: msg, err: c.Err}
 		}
 	}
 	return errors.New(msg)

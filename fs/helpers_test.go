@@ -64,7 +64,7 @@ func formatStat(st Stat) string {
 
 // formatErr prints an error as its wire code and its text.
 func formatErr(err error) string {
-	return fmt.Sprintf("error %s: %v", Code(err), err)
+	return fmt.Sprintf("error %s: %v", Codes.Code(err), err)
 }
 
 // formatResult prints every non-zero part of a Result, one per line, so a

@@ -385,7 +385,7 @@ func (m *propModel) step(c *Command) {
 		if len(r.Grants)+len(r.Cancelled)+len(r.Delayed)+len(r.Ended) > 0 || !r.Seq.IsZero() || r.Queued {
 			m.fatalf("failed command %s (%v) has effects:\n%s", describe(c), r.Err, got)
 		}
-		if Code(r.Err) == "internal" {
+		if Codes.Code(r.Err) == "" {
 			m.fatalf("%s failed without a sentinel: %v", describe(c), r.Err)
 		}
 	}
@@ -394,8 +394,8 @@ func (m *propModel) step(c *Command) {
 	if fence != nil && r.Err == nil && !fenceValidBefore {
 		m.fatalf("%s succeeded with a sequencer that was not valid", describe(c))
 	}
-	if fence != nil && !fenceValidBefore && r.Err != nil && Code(r.Err) != "bad_sequencer" {
-		switch Code(r.Err) {
+	if fence != nil && !fenceValidBefore && r.Err != nil && Codes.Code(r.Err) != "bad_sequencer" {
+		switch Codes.Code(r.Err) {
 		case "session_expired", "bad_path", "too_large", "no_such_node", "stale_handle", "not_empty", "permission_denied":
 		default:
 			m.fatalf("%s with an invalid sequencer failed with %v, not bad_sequencer", describe(c), r.Err)

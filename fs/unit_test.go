@@ -64,8 +64,8 @@ func TestParseSequencerRejects(t *testing.T) {
 		if !errors.Is(err, ErrBadSequencer) {
 			t.Errorf("ParseSequencer(%q) = %#v, %v; want ErrBadSequencer", text, s, err)
 		}
-		if Code(err) != "bad_sequencer" {
-			t.Errorf("ParseSequencer(%q): code %q", text, Code(err))
+		if Codes.Code(err) != "bad_sequencer" {
+			t.Errorf("ParseSequencer(%q): code %q", text, Codes.Code(err))
 		}
 	}
 }

@@ -19,25 +19,17 @@ var (
 	ErrUnavailable = errors.New("cell unavailable")
 )
 
-// rpcCodes names the RPC layer's sentinels on the wire; fs.Code names the
-// state machine's.
-var rpcCodes = []struct {
-	code string
-	err  error
-}{
-	{"wrong_epoch", ErrWrongEpoch},
-	{"not_master", ErrNotMaster},
-	{"unavailable", ErrUnavailable},
-}
+// codes names every sentinel on the wire: the state machine's and the RPC
+// layer's.
+var codes = append(fs.Codes[:len(fs.Codes):len(fs.Codes)],
+	fs.ErrorCode{Code: "wrong_epoch", Err: ErrWrongEpoch},
+	fs.ErrorCode{Code: "not_master", Err: ErrNotMaster},
+	fs.ErrorCode{Code: "unavailable", Err: ErrUnavailable},
+)
 
 // Code returns the wire code of the sentinel err wraps, or "internal".
 func Code(err error) string {
-	for _, c := range rpcCodes {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
-	}
-	if c := fs.Code(err); c != "" {
+	if c := codes.Code(err); c != "" {
 		return c
 	}
 	return "internal"
@@ -45,19 +37,4 @@ func Code(err error) string {
 
 // FromCode rebuilds an error received on the wire: it wraps the sentinel
 // named by code (if any) and carries msg as its text.
-func FromCode(code, msg string) error {
-	for _, c := range rpcCodes {
-		if c.code == code {
-			return &rpcError{msg: msg, err: c.err}
-		}
-	}
-	return fs.FromCode(code, msg)
-}
-
-type rpcError struct {
-	msg string
-	err error
-}
-
-func (e *rpcError) Error() string { return e.msg }
-func (e *rpcError) Unwrap() error { return e.err }
+func FromCode(code, msg string) error { return codes.FromCode(code, msg) }
