@@ -1,0 +1,93 @@
+// Package wait is the tests' one way to wait for something real goroutines,
+// processes or a network do: poll a condition with a short growing interval
+// until it holds or a deadline passes.
+//
+//	For(t, 0, "the grant", granted)     fails t after Timeout
+//	Until(5*time.Second, granted)       reports true/false, caller decides
+//	Never(t, 200*time.Millisecond, ...) asserts a condition stays false
+//	Sleep(ctx, d)                       pacing (think time, a schedule's next
+//	                                    event) that a cancelled ctx cuts short
+//
+// Lease and lock-delay deadlines are moved by a manual clock in unit tests,
+// not waited for; this package is for the parts no clock controls.
+package wait
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Timeout is how long For waits when given 0: far longer than any healthy
+// goroutine or process of a cell needs, so hitting it means a bug, not a
+// slow machine.
+const Timeout = 10 * time.Second
+
+// maxInterval bounds the poll interval: short enough that a waiter notices
+// within a few milliseconds, long enough not to spin a core.
+const maxInterval = 10 * time.Millisecond
+
+// For polls cond until it is true and fails the test after timeout (Timeout
+// if 0) with a message naming what it waited for.
+func For(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Until(timeout, cond) {
+		t.Fatalf("timed out after %v waiting for %s", orDefault(timeout), what)
+	}
+}
+
+// Until polls cond like For and reports whether it became true in time, for
+// callers that fail with their own message or treat a timeout as an answer.
+func Until(timeout time.Duration, cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), orDefault(timeout))
+	defer cancel()
+	return UntilCtx(ctx, cond)
+}
+
+// UntilCtx polls cond until it is true (true) or ctx is done (false after a
+// last check).
+func UntilCtx(ctx context.Context, cond func() bool) bool {
+	interval := time.Millisecond
+	for {
+		if cond() {
+			return true
+		}
+		if !Sleep(ctx, interval) {
+			return cond()
+		}
+		interval = min(2*interval, maxInterval)
+	}
+}
+
+// Never checks that cond stays false for d of real time. It is the negative
+// counterpart of For, only as strong as d, so prefer a positive check where
+// one exists.
+func Never(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if Until(d, cond) {
+		t.Fatalf("%s happened, but must not have", what)
+	}
+}
+
+// Sleep waits d or until ctx is done, reporting whether the whole d passed.
+// It is for pacing, never for waiting on a result: use For or Until there.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func orDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return Timeout
+	}
+	return d
+}
