@@ -1,7 +1,6 @@
 package client
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/chubby-dev/chubby/session"
@@ -10,32 +9,26 @@ import (
 // SessionState is the session's state as this client sees it (Chubby §2.8).
 type SessionState int
 
-// The session states.
+// The session states: the lease's own (package session), under the
+// client's type.
 const (
 	// SessionSafe: the local lease is valid; cached data and held locks may
 	// be used.
-	SessionSafe SessionState = iota
+	SessionSafe = SessionState(session.Safe)
 	// SessionJeopardy: the local lease ran out; the cache is disabled and
 	// locks may be lost; the client keeps trying to renew until the grace
 	// period ends.
-	SessionJeopardy
+	SessionJeopardy = SessionState(session.Jeopardy)
 	// SessionExpired: the grace period ended (or the master said so);
 	// every handle and lock of the session is invalid.
-	SessionExpired
+	SessionExpired = SessionState(session.Expired)
 )
-
-var stateNames = [...]string{SessionSafe: "safe", SessionJeopardy: "jeopardy", SessionExpired: "expired"}
 
 // String is the state's name in events and in chubbysh: safe, jeopardy,
 // expired.
-func (s SessionState) String() string {
-	if s >= 0 && int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("SessionState(%d)", int(s))
-}
+func (s SessionState) String() string { return session.State(s).String() }
 
-// sessionState is the lease's state: the constants are numbered alike.
+// sessionState is the lease's state under the client's type.
 func sessionState(s session.State) SessionState { return SessionState(s) }
 
 // State is the session's state now. A transition it observes (the local

@@ -1,6 +1,6 @@
 package fs
 
-import "fmt"
+import "github.com/chubby-dev/chubby/internal/enum"
 
 // Op names a state-machine command.
 type Op uint8
@@ -26,12 +26,7 @@ const (
 var opNames = [...]string{"invalid", "new-epoch", "create-session", "end-session", "create",
 	"set-contents", "delete", "acquire", "cancel-wait", "release", "grant-delayed", "remove-server"}
 
-func (o Op) String() string {
-	if int(o) < len(opNames) {
-		return opNames[o]
-	}
-	return fmt.Sprintf("op(%d)", uint8(o))
-}
+func (o Op) String() string { return enum.Name(opNames[:], o, "op") }
 
 // Command is one entry of the replicated log: an envelope that every op
 // shares and the op's Body. Build one with NewCommand, which sets Op from

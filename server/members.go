@@ -262,17 +262,14 @@ func (m *membership) isBootstrapped() bool {
 // and gossips it, so late servers join instead of bootstrapping.
 func (m *membership) markBootstrapped() {
 	m.mu.Lock()
-	if m.bootstrapped {
-		m.mu.Unlock()
+	first := !m.bootstrapped
+	m.bootstrapped, m.meta.Bootstrapped = true, true
+	m.mu.Unlock()
+	if !first || m.ml == nil {
 		return
 	}
-	m.bootstrapped = true
-	m.meta.Bootstrapped = true
-	m.mu.Unlock()
-	if m.ml != nil {
-		if err := m.ml.UpdateNode(time.Second); err != nil {
-			m.log.Debug("gossip meta update", "err", err)
-		}
+	if err := m.ml.UpdateNode(time.Second); err != nil {
+		m.log.Debug("gossip meta update", "err", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // Defaults and bounds of DESIGN.md.
@@ -96,17 +98,9 @@ const (
 	Expired
 )
 
-func (s State) String() string {
-	switch s {
-	case Safe:
-		return "safe"
-	case Jeopardy:
-		return "jeopardy"
-	case Expired:
-		return "expired"
-	}
-	return fmt.Sprintf("State(%d)", int(s))
-}
+var stateNames = [...]string{Safe: "safe", Jeopardy: "jeopardy", Expired: "expired"}
+
+func (s State) String() string { return enum.Name(stateNames[:], s, "State") }
 
 // Lease tracks the client's conservative local lease. It is not safe for
 // concurrent use; the client guards it with its own lock.

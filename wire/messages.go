@@ -1,11 +1,10 @@
 package wire
 
 import (
-	"fmt"
-
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // Method names a call.
@@ -40,12 +39,7 @@ var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", 
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
 	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch"}
 
-func (m Method) String() string {
-	if int(m) < len(methodNames) {
-		return methodNames[m]
-	}
-	return fmt.Sprintf("method(%d)", uint8(m))
-}
+func (m Method) String() string { return enum.Name(methodNames[:], m, "method") }
 
 // Request is the envelope of a call.
 type Request struct {

@@ -40,4 +40,3 @@ func (c *Cell) WaitApplied(t testing.TB, index uint64) uint64 {
 	})
 	return got
 }
-
