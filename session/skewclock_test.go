@@ -1,4 +1,4 @@
-package cell_test
+package session_test
 
 import (
 	"math/rand/v2"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // The SkewClock tests assert orderings (a reading against real readings
@@ -16,6 +17,8 @@ import (
 // chosen so that a clock ignoring the change under test would take hours.
 
 const fireBound = 20 * time.Second
+
+var skewEpoch = time.Unix(1_700_000_000, 0)
 
 // waitFired receives from ch within fireBound.
 func waitFired(t *testing.T, ch <-chan time.Time, what string) time.Time {
@@ -42,7 +45,7 @@ func ready(ch <-chan time.Time) (time.Time, bool) {
 // time, bounded by real readings taken around it.
 func TestSkewClockRate(t *testing.T) {
 	for _, rate := range []float64{0.5, 1, 3} {
-		c := cell.NewSkewClock(cell.Epoch)
+		c := session.NewSkewClock(skewEpoch)
 		c.SetRate(rate)
 		r0 := time.Now()
 		c1 := c.Now()
@@ -64,7 +67,7 @@ func TestSkewClockRate(t *testing.T) {
 // reaches its deadline — never earlier — and a rate change re-arms pending
 // timers: an hour of clock time at rate 1e6 passes in 3.6 ms.
 func TestSkewClockRateTimers(t *testing.T) {
-	c := cell.NewSkewClock(cell.Epoch)
+	c := session.NewSkewClock(skewEpoch)
 	start := c.Now()
 	tm := c.NewTimer(time.Hour)
 	fired := make(chan time.Time, 1)
@@ -79,11 +82,11 @@ func TestSkewClockRateTimers(t *testing.T) {
 
 	// Slowing down re-arms too: a 30 ms timer at rate 1e-4 is 5 real
 	// minutes away; back at rate 1 it fires.
-	c2 := cell.NewSkewClock(cell.Epoch)
+	c2 := session.NewSkewClock(skewEpoch)
 	start = c2.Now()
 	slow := c2.NewTimer(30 * time.Millisecond)
 	c2.SetRate(1e-4)
-	cell.Never(t, 60*time.Millisecond, "a 30 ms timer firing at rate 1e-4", func() bool { return len(slow.C()) > 0 })
+	wait.Never(t, 60*time.Millisecond, "a 30 ms timer firing at rate 1e-4", func() bool { return len(slow.C()) > 0 })
 	c2.SetRate(1)
 	if v := waitFired(t, slow.C(), "the timer back at rate 1"); v.Before(start.Add(30 * time.Millisecond)) {
 		t.Errorf("fired at %v, before its deadline", v.Sub(start))
@@ -94,7 +97,7 @@ func TestSkewClockRateTimers(t *testing.T) {
 // deadline — a channel timer's value is there when Jump returns — and no
 // other.
 func TestSkewClockJump(t *testing.T) {
-	c := cell.NewSkewClock(cell.Epoch)
+	c := session.NewSkewClock(skewEpoch)
 	start := c.Now()
 	t1 := c.NewTimer(time.Hour)
 	t3 := c.NewTimer(3 * time.Hour)
@@ -138,13 +141,13 @@ func TestSkewClockJump(t *testing.T) {
 // Unfreeze it reads what it would have read had it run (it jumps by the
 // freeze) and fires what fell due. Freezes nest.
 func TestSkewClockFreeze(t *testing.T) {
-	c := cell.NewSkewClock(cell.Epoch)
+	c := session.NewSkewClock(skewEpoch)
 	tm := c.NewTimer(10 * time.Millisecond)
 	c.Freeze()
 	rFrozen := time.Now()
 	at := c.Now()
 	c.Freeze() // nested
-	cell.Never(t, 50*time.Millisecond, "a timer firing on a frozen clock", func() bool { return len(tm.C()) > 0 })
+	wait.Never(t, 50*time.Millisecond, "a timer firing on a frozen clock", func() bool { return len(tm.C()) > 0 })
 	if !c.Now().Equal(at) {
 		t.Fatalf("a frozen clock moved by %v", c.Now().Sub(at))
 	}
@@ -179,7 +182,7 @@ func TestSkewClockFreeze(t *testing.T) {
 // TestSkewClockStopReset: Stop and Reset behave as *time.Timer's since Go
 // 1.23: no stale value is received after them.
 func TestSkewClockStopReset(t *testing.T) {
-	c := cell.NewSkewClock(cell.Epoch)
+	c := session.NewSkewClock(skewEpoch)
 	tm := c.NewTimer(time.Hour)
 	if !tm.Stop() {
 		t.Error("Stop of a pending timer returned false")
@@ -213,7 +216,7 @@ func TestSkewClockStopReset(t *testing.T) {
 // TestSkewClockMonotonic: readings never decrease while another goroutine
 // changes the rate, jumps and freezes the clock.
 func TestSkewClockMonotonic(t *testing.T) {
-	c := cell.NewSkewClock(cell.Epoch)
+	c := session.NewSkewClock(skewEpoch)
 	stop := make(chan struct{})
 	writerDone := make(chan struct{})
 	go func() {
