@@ -7,6 +7,7 @@
 //	Never(t, 200*time.Millisecond, ...) asserts a condition stays false
 //	Sleep(ctx, d)                       pacing (think time, a schedule's next
 //	                                    event) that a cancelled ctx cuts short
+//	Closed(done)                        whether a done channel is closed, now
 //
 // Lease and lock-delay deadlines are moved by a manual clock in unit tests,
 // not waited for; this package is for the parts no clock controls.
@@ -81,6 +82,17 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		return false
+	}
+}
+
+// Closed reports, without waiting, whether ch is closed: whether what a
+// done or stop channel stands for has happened.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
 		return false
 	}
 }
