@@ -14,6 +14,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // WithRaftTiming sets the raft timing of every server of a Cluster (see
@@ -350,7 +351,7 @@ func (c *Cluster) WaitMaster(t testing.TB, among []int) int {
 		}
 	}
 	master := -1
-	WaitFor(t, startTimeout, fmt.Sprintf("exactly one master among %v", among), func() bool {
+	wait.For(t, startTimeout, fmt.Sprintf("exactly one master among %v", among), func() bool {
 		master = -1
 		for _, i := range among {
 			srv := c.Server(i)
@@ -513,7 +514,7 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, ref int) {
 	t.Helper()
 	want := c.Applied(ref)
 	for _, i := range c.Running() {
-		WaitFor(t, startTimeout, fmt.Sprintf("node%d to apply index %d", i, want), func() bool {
+		wait.For(t, startTimeout, fmt.Sprintf("node%d to apply index %d", i, want), func() bool {
 			return c.Applied(i) >= want
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // The SkewClock tests assert orderings (a reading against real readings
@@ -83,7 +84,7 @@ func TestSkewClockRateTimers(t *testing.T) {
 	start = c2.Now()
 	slow := c2.NewTimer(30 * time.Millisecond)
 	c2.SetRate(1e-4)
-	cell.Never(t, 60*time.Millisecond, "a 30 ms timer firing at rate 1e-4", func() bool { return len(slow.C()) > 0 })
+	wait.Never(t, 60*time.Millisecond, "a 30 ms timer firing at rate 1e-4", func() bool { return len(slow.C()) > 0 })
 	c2.SetRate(1)
 	if v := waitFired(t, slow.C(), "the timer back at rate 1"); v.Before(start.Add(30 * time.Millisecond)) {
 		t.Errorf("fired at %v, before its deadline", v.Sub(start))
@@ -144,7 +145,7 @@ func TestSkewClockFreeze(t *testing.T) {
 	rFrozen := time.Now()
 	at := c.Now()
 	c.Freeze() // nested
-	cell.Never(t, 50*time.Millisecond, "a timer firing on a frozen clock", func() bool { return len(tm.C()) > 0 })
+	wait.Never(t, 50*time.Millisecond, "a timer firing on a frozen clock", func() bool { return len(tm.C()) > 0 })
 	if !c.Now().Equal(at) {
 		t.Fatalf("a frozen clock moved by %v", c.Now().Sub(at))
 	}
