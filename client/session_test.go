@@ -121,15 +121,6 @@ func nextEvent(t *testing.T, cl *client.Client, want client.EventType) client.Ev
 	return client.Event{}
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // TestJeopardySafeExpired walks the client through §2.8: when the local
 // lease runs out the session is in jeopardy — the lock-lost signal fires at
 // that very moment, not before (while the lease is valid the lock is safe
@@ -149,14 +140,14 @@ func TestJeopardySafeExpired(t *testing.T) {
 	// The master becomes unreachable; renewals fail.
 	r.p.Break()
 	r.cc.Advance(end.Sub(r.cc.Now()) - time.Millisecond)
-	wait.Never(t, 50*time.Millisecond, "LockLost closed while the local lease is still valid", func() bool { return isClosed(lost) })
+	wait.Never(t, 50*time.Millisecond, "LockLost closed while the local lease is still valid", func() bool { return wait.Closed(lost) })
 	if evs := events(r.cl); len(evs) != 0 {
 		t.Fatalf("events before the lease ended: %v", evs)
 	}
 
 	// The local lease ends: jeopardy, and the lock may be lost.
 	r.cc.Advance(time.Millisecond)
-	wait.For(t, 0, "LockLost to close when the local lease ends", func() bool { return isClosed(lost) })
+	wait.For(t, 0, "LockLost to close when the local lease ends", func() bool { return wait.Closed(lost) })
 	e := nextEvent(t, r.cl, client.EventJeopardy)
 	if !e.Time.Equal(end) {
 		t.Fatalf("jeopardy at %v, want the end of the local lease %v", e.Time, end)
@@ -168,7 +159,7 @@ func TestJeopardySafeExpired(t *testing.T) {
 	// The master is back within the grace period: safe again.
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	nextEvent(t, r.cl, client.EventSafe)
-	if !isClosed(lost) {
+	if !wait.Closed(lost) {
 		t.Fatal("LockLost reopened; the signal is final for that acquisition")
 	}
 	ok, err := r.cl.CheckSequencer(ctxT(t), mustSeq(t, h))
@@ -182,13 +173,13 @@ func TestJeopardySafeExpired(t *testing.T) {
 	r.cc.Advance(end.Sub(r.cc.Now()))
 	nextEvent(t, r.cl, client.EventJeopardy)
 	r.cc.Advance(grace - time.Millisecond)
-	wait.Never(t, 50*time.Millisecond, "the session expired before the grace period ended", func() bool { return isClosed(r.cl.Done()) })
+	wait.Never(t, 50*time.Millisecond, "the session expired before the grace period ended", func() bool { return wait.Closed(r.cl.Done()) })
 	r.cc.Advance(time.Millisecond)
 	e = nextEvent(t, r.cl, client.EventExpired)
 	if want := end.Add(grace); !e.Time.Equal(want) {
 		t.Fatalf("expired at %v, want the end of the grace period %v", e.Time, want)
 	}
-	wait.For(t, 0, "Done to close", func() bool { return isClosed(r.cl.Done()) })
+	wait.For(t, 0, "Done to close", func() bool { return wait.Closed(r.cl.Done()) })
 	if st := r.cl.State(); st != client.SessionExpired {
 		t.Fatalf("state %v, want expired", st)
 	}
@@ -214,7 +205,7 @@ func TestMasterExpiryEndsSessionOnReconnect(t *testing.T) {
 	end := r.leaseEnd()
 	r.cc.Advance(end.Sub(r.cc.Now()))
 	nextEvent(t, r.cl, client.EventJeopardy)
-	if !isClosed(lost) {
+	if !wait.Closed(lost) {
 		t.Fatal("LockLost open in jeopardy")
 	}
 
@@ -222,7 +213,7 @@ func TestMasterExpiryEndsSessionOnReconnect(t *testing.T) {
 	r.sc.Advance(2 * ttl)
 	wait.For(t, 0, "the master to expire the session", func() bool { return r.c.Status().Sessions == 0 })
 
-	r.reconnect(t, func() bool { return isClosed(r.cl.Done()) })
+	r.reconnect(t, func() bool { return wait.Closed(r.cl.Done()) })
 	nextEvent(t, r.cl, client.EventExpired)
 	if !r.cc.Now().Before(end.Add(grace)) {
 		t.Fatal("test bug: the grace period ran out; the master's word was not what expired the session")
@@ -252,7 +243,7 @@ func TestStateDoesNotSwallowJeopardy(t *testing.T) {
 	if info := r.cl.Session(); info.State != client.SessionJeopardy || info.LeaseLeft != 0 {
 		t.Fatalf("session %+v, want jeopardy with no lease left", info)
 	}
-	wait.For(t, 0, "LockLost to close", func() bool { return isClosed(lost) })
+	wait.For(t, 0, "LockLost to close", func() bool { return wait.Closed(lost) })
 	nextEvent(t, r.cl, client.EventJeopardy)
 	// Leave the session in a state Close can end quickly.
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })

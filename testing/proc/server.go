@@ -272,6 +272,9 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) erro
 		r = RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
 		return r.Code == 0
 	}) {
+		if r == nil { // exited before the check could run
+			return s.exitErr(p, "was ready")
+		}
 		return fmt.Errorf("readiness check failed: %s", r)
 	}
 	if _, err := OneJSONObject(r.Stdout); err != nil {
