@@ -74,9 +74,9 @@ func TestEphemeral(t *testing.T) {
 		// The master still counts the session alive (its lease runs for at
 		// least TTL after the last KeepAlive it answered).
 		wantOK(t, s.Sh(t, "cat", f))
-		wait.For(t, 15*time.Second, "ephemeral file of the killed session deleted", func() bool {
+		wait.For(t, 15*time.Second, "ephemeral file of the killed session deleted", wait.Every(50*time.Millisecond, func() bool {
 			return s.Sh(t, "cat", f).Code == 1
-		})
+		}))
 		gone := time.Now()
 		after := gone.Sub(killed)
 		t.Logf("ephemeral file gone %v after its session's process was killed (TTL %v)", after.Round(time.Millisecond), ttl)

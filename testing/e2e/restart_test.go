@@ -186,7 +186,7 @@ func TestRestartLockSurvives(t *testing.T) {
 
 	// The probe's session renews with the restarted server: its local lease
 	// now starts from a KeepAlive sent after the old server was gone.
-	wait.For(t, ttl, "probe session renewed after the restart", func() bool {
+	wait.For(t, ttl, "probe session renewed after the restart", wait.Every(200*time.Millisecond, func() bool {
 		asked := time.Now()
 		probe.Send(t, "session")
 		obj := jsonLine(t, probe.NextLine(t, ttl))
@@ -199,7 +199,7 @@ func TestRestartLockSurvives(t *testing.T) {
 		// drift margin: sent >= asked + left - TTL.
 		sentNoEarlierThan := asked.Add(left - ttl)
 		return sentNoEarlierThan.After(stopped)
-	})
+	}))
 	renewed := time.Now()
 	t.Logf("probe session renewed by the restarted server %v after it was up", renewed.Sub(up).Round(time.Millisecond))
 

@@ -337,13 +337,13 @@ func (c *Cell) WaitMaster(t testing.TB, timeout time.Duration, not *Server) *Ser
 	t.Helper()
 	var m *Server
 	why := ""
-	if !wait.Until(timeout, func() bool {
+	if !wait.Until(timeout, wait.Every(20*time.Millisecond, func() bool {
 		m, why = agreedMaster(c.Views(t))
 		if m != nil && m == not {
 			why = fmt.Sprintf("%s is still the master", m.NodeID)
 		}
 		return m != nil && m != not
-	}) {
+	})) {
 		t.Fatalf("proc: no agreed master within %v: %s", timeout, why)
 	}
 	return m

@@ -237,16 +237,16 @@ func (s *Server) exitErr(p *serverProc, what string) error {
 	return fmt.Errorf("chubbyd exited before it %s: %s", what, p.state)
 }
 
-// pollProc polls cond until it holds, p exits or deadline passes, and
-// reports whether cond held.
-func pollProc(p *serverProc, deadline time.Time, cond func() bool) bool {
+// pollProc checks cond every interval until it holds, p exits or deadline
+// passes, and reports whether cond held.
+func pollProc(p *serverProc, deadline time.Time, interval time.Duration, cond func() bool) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	held := false
-	wait.UntilCtx(ctx, func() bool {
+	wait.UntilCtx(ctx, wait.Every(interval, func() bool {
 		held = !p.exited() && cond()
 		return held || p.exited()
-	})
+	}))
 	return held
 }
 
@@ -256,7 +256,7 @@ func pollProc(p *serverProc, deadline time.Time, cond func() bool) bool {
 func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) error {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second}
-	ready := pollProc(p, deadline, func() bool {
+	ready := pollProc(p, deadline, 20*time.Millisecond, func() bool {
 		return s.member && s.knowsMaster(hc) || !s.member && s.statusMaster(hc)
 	})
 	switch {
@@ -268,7 +268,7 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) erro
 		return fmt.Errorf("chubbyd not serving as master by %v", deadline.Format(time.StampMilli))
 	}
 	var r *Result
-	if !pollProc(p, deadline, func() bool {
+	if !pollProc(p, deadline, 50*time.Millisecond, func() bool {
 		r = RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
 		return r.Code == 0
 	}) {
@@ -510,10 +510,10 @@ func (s *Server) restart(t testing.TB, op string, attempt func() error) {
 		t.Fatalf("chubbyd %s is already running", s.NodeID)
 	}
 	var err error
-	wait.Until(bindRetry, func() bool {
+	wait.Until(bindRetry, wait.Every(200*time.Millisecond, func() bool {
 		err = attempt()
 		return !errors.Is(err, errBind)
-	})
+	}))
 	if err != nil {
 		t.Fatalf("proc: %s chubbyd %s: %v\nlog:\n%s", op, s.NodeID, err, tail(s.lastStart(), 40))
 	}
@@ -542,7 +542,7 @@ func (s *Server) Launch(t testing.TB) {
 // server is bound by then) or the process exits.
 func (s *Server) waitListening(p *serverProc, deadline time.Time) error {
 	hc := &http.Client{Timeout: time.Second}
-	listening := pollProc(p, deadline, func() bool {
+	listening := pollProc(p, deadline, 20*time.Millisecond, func() bool {
 		resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
 		if err != nil {
 			return false
