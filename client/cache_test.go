@@ -18,6 +18,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -77,7 +78,7 @@ func (r *cacheRig) readCounted(t *testing.T, h *client.Handle) (string, bool) {
 	if !hit {
 		// The proxy counts a call once it has forwarded it, which may be
 		// after the reply came back.
-		cell.WaitFor(t, 0, "the proxy to count the GetContents call", func() bool { return r.p.Count(wire.MGetContents) > calls })
+		wait.For(t, 0, "the proxy to count the GetContents call", func() bool { return r.p.Count(wire.MGetContents) > calls })
 	}
 	if calls2 := r.p.Count(wire.MGetContents); hit != (calls2 == calls) || calls2 > calls+1 {
 		t.Fatalf("read of %s: cache hits %d→%d but GetContents calls %d→%d", h.Path(), before.Hits, after.Hits, calls, calls2)
@@ -90,7 +91,7 @@ func (r *cacheRig) readCounted(t *testing.T, h *client.Handle) (string, bool) {
 // and fails if it counted more.
 func wantCalls(t *testing.T, p *cell.Proxy, m wire.Method, want int) {
 	t.Helper()
-	if !cell.Eventually(0, func() bool { return p.Count(m) >= want }) || p.Count(m) != want {
+	if !wait.Until(0, func() bool { return p.Count(m) >= want }) || p.Count(m) != want {
 		t.Fatalf("%d %s calls reached the master, want %d", p.Count(m), m, want)
 	}
 }
@@ -321,7 +322,7 @@ func TestOwnWriteInFlight(t *testing.T) {
 		_, err := h.SetContents(context.Background(), []byte("new"))
 		done <- err
 	}()
-	cell.WaitFor(t, 0, "A's write to start", func() bool { return r.a.CacheStats().Invalidations > inval })
+	wait.For(t, 0, "A's write to start", func() bool { return r.a.CacheStats().Invalidations > inval })
 
 	// A reads meanwhile: the master answers with the old value.
 	if v := read(t, h); v != "old" {
@@ -334,7 +335,7 @@ func TestOwnWriteInFlight(t *testing.T) {
 	r.p.Heal()
 	select {
 	case <-lost.Done():
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("A's write was not retried")
 	}
 	// The write is committed: B sees it.
@@ -353,7 +354,7 @@ func TestOwnWriteInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatalf("A's write: %v", err)
 		}
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("A's write did not return")
 	}
 	if v := read(t, h); v != "new" {
@@ -419,8 +420,9 @@ func TestWriteAfterFailoverWaitsForCachers(t *testing.T) {
 		_, err := r.b.WriteFile(context.Background(), f, []byte("new"))
 		done <- result{err, time.Now()}
 	}()
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// For 500 ms A keeps reading (from its cache) and B's write must not
+	// return: a wait for the write that must time out.
+	if wait.Until(500*time.Millisecond, func() bool {
 		start := time.Now()
 		v, _, err := h.GetContentsAndStat(ctxT(t))
 		if err != nil {
@@ -432,14 +434,13 @@ func TestWriteAfterFailoverWaitsForCachers(t *testing.T) {
 				t.Fatalf("B's write returned (err %v) at %v, then A read the old value from its cache: the new master committed before A flushed", res.err, res.at.Format("15:04:05.000"))
 			}
 			done <- res
+			return true
 		default:
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	select {
-	case res := <-done:
+	}) {
+		res := <-done
 		t.Fatalf("B's write returned (%v) while A, holding the old value in a valid cache, had not heard of the failover", res.err)
-	default:
 	}
 	r.p.Heal()
 	select {
@@ -447,7 +448,7 @@ func TestWriteAfterFailoverWaitsForCachers(t *testing.T) {
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("B's write did not commit after A reconnected")
 	}
 	if v := read(t, h); v != "new" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -38,8 +39,8 @@ func expectEvents(t *testing.T, cl *client.Client, what string, want ...ev) {
 		select {
 		case e := <-cl.Events():
 			got = append(got, ev{e.Type, e.Path})
-		case <-time.After(cell.WaitTimeout):
-			t.Fatalf("%s: events %v, then nothing for %v; want %v", what, got, cell.WaitTimeout, want)
+		case <-time.After(wait.Timeout):
+			t.Fatalf("%s: events %v, then nothing for %v; want %v", what, got, wait.Timeout, want)
 		}
 	}
 	if !slices.Equal(got, want) {
@@ -203,7 +204,7 @@ func TestSlowConsumerNeverBlocksSession(t *testing.T) {
 			}
 		}
 	}
-	cell.WaitFor(t, 0, "dropped events to be counted", func() bool { return slow.DroppedEvents() > 0 })
+	wait.For(t, 0, "dropped events to be counted", func() bool { return slow.DroppedEvents() > 0 })
 	info := slow.Session()
 	if info.State != client.SessionSafe || info.LeaseLeft <= 0 {
 		t.Fatalf("after %d writes in %v: session %+v, want safe with lease left", writes, time.Since(start).Round(time.Millisecond), info)
@@ -235,7 +236,7 @@ func TestFailoverEventBeforeLaterEvents(t *testing.T) {
 
 	c.Restart(t)
 	expectEvents(t, w, "the failover", ev{client.EventMasterFailover, ""})
-	cell.WaitFor(t, 0, "the client to re-subscribe on the new master", func() bool { return p.Count(wire.MOpen) > opens })
+	wait.For(t, 0, "the client to re-subscribe on the new master", func() bool { return p.Count(wire.MOpen) > opens })
 	if _, err := b.WriteFile(ctxT(t), f, []byte("v2")); err != nil {
 		t.Fatal(err)
 	}
@@ -267,14 +268,14 @@ func TestJeopardyEventsInterleave(t *testing.T) {
 		_, err := b.WriteFile(context.Background(), f, []byte("v2"))
 		done <- err
 	}()
-	cell.Never(t, 100*time.Millisecond, "the write returning while the cut-off cacher's lease on the master runs", func() bool { return len(done) > 0 })
+	wait.Never(t, 100*time.Millisecond, "the write returning while the cut-off cacher's lease on the master runs", func() bool { return len(done) > 0 })
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("the write did not return after the cacher reconnected")
 	}
 	expectEvents(t, r.cl, "reconnected", ev{client.EventSafe, ""}, ev{client.EventContentsModified, f})

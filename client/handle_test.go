@@ -8,6 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -32,13 +33,13 @@ func TestLockLostLifecycle(t *testing.T) {
 	}
 	first := h.LockLost()
 	seq1 := mustSeq(t, h)
-	if first == nil || isClosed(first) {
+	if first == nil || wait.Closed(first) {
 		t.Fatal("LockLost must be open while the lock is held")
 	}
 	if err := h.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !isClosed(first) {
+	if !wait.Closed(first) {
 		t.Fatal("Release did not close LockLost")
 	}
 	if err := h.Release(ctxT(t)); !errors.Is(err, client.ErrNotHeld) {
@@ -48,7 +49,7 @@ func TestLockLostLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := h.LockLost()
-	if second == nil || isClosed(second) || second == first {
+	if second == nil || wait.Closed(second) || second == first {
 		t.Fatal("a new acquisition must get a fresh, open LockLost")
 	}
 	if seq2 := mustSeq(t, h); !seq2.Newer(seq1) {
@@ -57,7 +58,7 @@ func TestLockLostLifecycle(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !isClosed(second) {
+	if !wait.Closed(second) {
 		t.Fatal("Handle.Close did not release the lock")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -42,7 +43,7 @@ func startRunLocked(t *testing.T, h *client.Handle, clk interface{ Now() time.Ti
 	select {
 	case seq := <-r.started:
 		r.started <- seq
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("RunLocked did not run fn")
 	}
 	return r
@@ -59,8 +60,8 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(cell.WaitTimeout):
-		t.Fatalf("no %s within %v", what, cell.WaitTimeout)
+	case <-time.After(wait.Timeout):
+		t.Fatalf("no %s within %v", what, wait.Timeout)
 	}
 	var zero T
 	return zero
@@ -85,7 +86,7 @@ func TestRunLockedCancelsAtJeopardy(t *testing.T) {
 	r.p.Break()
 	end := r.leaseEnd()
 	r.cc.Advance(end.Sub(r.cc.Now()) - time.Millisecond)
-	cell.Never(t, 50*time.Millisecond, "fn's ctx cancelled while the local lease is valid", func() bool { return len(run.cancelled) > 0 })
+	wait.Never(t, 50*time.Millisecond, "fn's ctx cancelled while the local lease is valid", func() bool { return len(run.cancelled) > 0 })
 	r.cc.Advance(time.Millisecond)
 	at := recv(t, run.cancelAt, "cancellation of fn's ctx at jeopardy")
 	cause := recv(t, run.cancelled, "cause")
@@ -108,7 +109,7 @@ func TestRunLockedCancelsAtJeopardy(t *testing.T) {
 
 	// fn has not returned: RunLocked neither returns nor releases.
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
-	cell.Never(t, 50*time.Millisecond, "RunLocked returned before fn", func() bool { return len(run.result) > 0 })
+	wait.Never(t, 50*time.Millisecond, "RunLocked returned before fn", func() bool { return len(run.result) > 0 })
 	if ok, err := observer.CheckSequencer(ctxT(t), seq); err != nil || !ok {
 		t.Fatalf("the lock was released while fn still ran: %v, %v", ok, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -49,7 +50,7 @@ func newRig(t *testing.T, cfg client.Config) *rig {
 	cfg.Clock = r.cc
 	r.cl = c.Dial(t, cfg)
 	// The first KeepAlive is parked on the master (its hold runs on sc).
-	cell.WaitFor(t, 0, "the client's first KeepAlive", func() bool { return r.p.Count(wire.MKeepAlive) >= 1 })
+	wait.For(t, 0, "the client's first KeepAlive", func() bool { return r.p.Count(wire.MKeepAlive) >= 1 })
 	return r
 }
 
@@ -81,14 +82,14 @@ func (r *rig) reconnect(t *testing.T, until func() bool) {
 			t.Fatal("the client did not reconnect within 40 s of its clock")
 		}
 		r.cc.Advance(100 * time.Millisecond)
-		cell.Eventually(5*time.Millisecond, func() bool { return r.p.Count(wire.MKeepAlive) > n })
+		wait.Until(5*time.Millisecond, func() bool { return r.p.Count(wire.MKeepAlive) > n })
 	}
 	for i := 0; !until(); i++ {
 		if i == 50 {
 			t.Fatal("the master did not answer the KeepAlive")
 		}
 		r.sc.Advance(500 * time.Millisecond)
-		cell.Eventually(20*time.Millisecond, until)
+		wait.Until(20*time.Millisecond, until)
 	}
 }
 
@@ -114,19 +115,10 @@ func nextEvent(t *testing.T, cl *client.Client, want client.EventType) client.Ev
 			t.Fatalf("event %s, want %s", e.Type, want)
 		}
 		return e
-	case <-time.After(cell.WaitTimeout):
-		t.Fatalf("no %s event within %v", want, cell.WaitTimeout)
+	case <-time.After(wait.Timeout):
+		t.Fatalf("no %s event within %v", want, wait.Timeout)
 	}
 	return client.Event{}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // TestJeopardySafeExpired walks the client through §2.8: when the local
@@ -148,14 +140,14 @@ func TestJeopardySafeExpired(t *testing.T) {
 	// The master becomes unreachable; renewals fail.
 	r.p.Break()
 	r.cc.Advance(end.Sub(r.cc.Now()) - time.Millisecond)
-	cell.Never(t, 50*time.Millisecond, "LockLost closed while the local lease is still valid", func() bool { return isClosed(lost) })
+	wait.Never(t, 50*time.Millisecond, "LockLost closed while the local lease is still valid", func() bool { return wait.Closed(lost) })
 	if evs := events(r.cl); len(evs) != 0 {
 		t.Fatalf("events before the lease ended: %v", evs)
 	}
 
 	// The local lease ends: jeopardy, and the lock may be lost.
 	r.cc.Advance(time.Millisecond)
-	cell.WaitFor(t, 0, "LockLost to close when the local lease ends", func() bool { return isClosed(lost) })
+	wait.For(t, 0, "LockLost to close when the local lease ends", func() bool { return wait.Closed(lost) })
 	e := nextEvent(t, r.cl, client.EventJeopardy)
 	if !e.Time.Equal(end) {
 		t.Fatalf("jeopardy at %v, want the end of the local lease %v", e.Time, end)
@@ -167,7 +159,7 @@ func TestJeopardySafeExpired(t *testing.T) {
 	// The master is back within the grace period: safe again.
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 	nextEvent(t, r.cl, client.EventSafe)
-	if !isClosed(lost) {
+	if !wait.Closed(lost) {
 		t.Fatal("LockLost reopened; the signal is final for that acquisition")
 	}
 	ok, err := r.cl.CheckSequencer(ctxT(t), mustSeq(t, h))
@@ -181,13 +173,13 @@ func TestJeopardySafeExpired(t *testing.T) {
 	r.cc.Advance(end.Sub(r.cc.Now()))
 	nextEvent(t, r.cl, client.EventJeopardy)
 	r.cc.Advance(grace - time.Millisecond)
-	cell.Never(t, 50*time.Millisecond, "the session expired before the grace period ended", func() bool { return isClosed(r.cl.Done()) })
+	wait.Never(t, 50*time.Millisecond, "the session expired before the grace period ended", func() bool { return wait.Closed(r.cl.Done()) })
 	r.cc.Advance(time.Millisecond)
 	e = nextEvent(t, r.cl, client.EventExpired)
 	if want := end.Add(grace); !e.Time.Equal(want) {
 		t.Fatalf("expired at %v, want the end of the grace period %v", e.Time, want)
 	}
-	cell.WaitFor(t, 0, "Done to close", func() bool { return isClosed(r.cl.Done()) })
+	wait.For(t, 0, "Done to close", func() bool { return wait.Closed(r.cl.Done()) })
 	if st := r.cl.State(); st != client.SessionExpired {
 		t.Fatalf("state %v, want expired", st)
 	}
@@ -213,15 +205,15 @@ func TestMasterExpiryEndsSessionOnReconnect(t *testing.T) {
 	end := r.leaseEnd()
 	r.cc.Advance(end.Sub(r.cc.Now()))
 	nextEvent(t, r.cl, client.EventJeopardy)
-	if !isClosed(lost) {
+	if !wait.Closed(lost) {
 		t.Fatal("LockLost open in jeopardy")
 	}
 
 	// The master's lease runs out (its timers fire on time: no stall).
 	r.sc.Advance(2 * ttl)
-	cell.WaitFor(t, 0, "the master to expire the session", func() bool { return r.c.Status().Sessions == 0 })
+	wait.For(t, 0, "the master to expire the session", func() bool { return r.c.Status().Sessions == 0 })
 
-	r.reconnect(t, func() bool { return isClosed(r.cl.Done()) })
+	r.reconnect(t, func() bool { return wait.Closed(r.cl.Done()) })
 	nextEvent(t, r.cl, client.EventExpired)
 	if !r.cc.Now().Before(end.Add(grace)) {
 		t.Fatal("test bug: the grace period ran out; the master's word was not what expired the session")
@@ -251,7 +243,7 @@ func TestStateDoesNotSwallowJeopardy(t *testing.T) {
 	if info := r.cl.Session(); info.State != client.SessionJeopardy || info.LeaseLeft != 0 {
 		t.Fatalf("session %+v, want jeopardy with no lease left", info)
 	}
-	cell.WaitFor(t, 0, "LockLost to close", func() bool { return isClosed(lost) })
+	wait.For(t, 0, "LockLost to close", func() bool { return wait.Closed(lost) })
 	nextEvent(t, r.cl, client.EventJeopardy)
 	// Leave the session in a state Close can end quickly.
 	r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
@@ -266,12 +258,12 @@ func TestEventsNeverBlock(t *testing.T) {
 	for round := range 2 {
 		r.p.Break()
 		r.cc.Advance(r.leaseEnd().Sub(r.cc.Now()))
-		cell.WaitFor(t, 0, "jeopardy", func() bool { return r.cl.State() == client.SessionJeopardy })
+		wait.For(t, 0, "jeopardy", func() bool { return r.cl.State() == client.SessionJeopardy })
 		r.reconnect(t, func() bool { return r.cl.State() == client.SessionSafe })
 		t.Logf("round %d: safe again; dropped %d", round, r.cl.DroppedEvents())
 	}
 	// jeopardy, safe, jeopardy, safe: the first fills the buffer.
-	cell.WaitFor(t, 0, "three dropped events", func() bool { return r.cl.DroppedEvents() == 3 })
+	wait.For(t, 0, "three dropped events", func() bool { return r.cl.DroppedEvents() == 3 })
 	if evs := events(r.cl); len(evs) != 1 || evs[0] != client.EventJeopardy {
 		t.Fatalf("buffered events %v, want the first jeopardy only", evs)
 	}
@@ -282,7 +274,7 @@ func TestEventsNeverBlock(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("Close blocked")
 	}
 }

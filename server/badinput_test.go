@@ -17,6 +17,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -238,7 +239,7 @@ func TestBadInput(t *testing.T) {
 		r = c.NewRawSession(t, time.Second)
 		sessions := c.Status().Sessions
 		mc.Advance(time.Second)
-		cell.WaitFor(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == sessions-1 })
+		wait.For(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == sessions-1 })
 		for _, m := range []wire.Method{wire.MGetStat, wire.MSetContents, wire.MAcquire, wire.MKeepAlive} {
 			var args any = wire.NodeArgs{Path: c.Path("keep")}
 			switch m {

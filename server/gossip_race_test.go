@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
@@ -61,19 +62,15 @@ func TestGossipMembersReadWithoutRace(t *testing.T) {
 		servers = append(servers, s)
 		join = cfg.GossipAddr
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	var master *Server
-	for master == nil {
+	wait.For(t, 30*time.Second, "a master", func() bool {
 		for _, s := range servers {
 			if s.IsMaster() {
 				master = s
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no master within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return master != nil
+	})
 	// Metadata churn from the followers, across several reconcile rounds.
 	end := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(end); i++ {
@@ -89,7 +86,7 @@ func TestGossipMembersReadWithoutRace(t *testing.T) {
 				t.Fatalf("gossip update: %v", err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // pacing: a round of churn per 20 ms for 3 s
 	}
 	if got := len(master.members.aliveMembers()); got != 3 {
 		t.Fatalf("the master sees %d alive members of its cell, want 3", got)

@@ -11,6 +11,7 @@ import (
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -73,8 +74,8 @@ func granted(t *testing.T, ch <-chan error, what string) {
 		if err != nil {
 			t.Fatalf("%s: Acquire failed: %v", what, err)
 		}
-	case <-time.After(cell.WaitTimeout):
-		t.Fatalf("%s: Acquire not granted within %v", what, cell.WaitTimeout)
+	case <-time.After(wait.Timeout):
+		t.Fatalf("%s: Acquire not granted within %v", what, wait.Timeout)
 	}
 }
 
@@ -83,7 +84,7 @@ func granted(t *testing.T, ch <-chan error, what string) {
 // its way; the short real-time wait only covers the TCP hop.
 func notGranted(t *testing.T, ch <-chan error, what string) {
 	t.Helper()
-	cell.Never(t, 20*time.Millisecond, what+": Acquire returned", func() bool { return len(ch) > 0 })
+	wait.Never(t, 20*time.Millisecond, what+": Acquire returned", func() bool { return len(ch) > 0 })
 }
 
 func sequencer(t *testing.T, h *client.Handle) client.Sequencer {
@@ -160,7 +161,7 @@ func rawAcquire(t *testing.T, r *cell.RawConn, path string, delay time.Duration)
 // waitParked waits until n sessions have a KeepAlive parked on the master.
 func waitParked(t *testing.T, c *cell.Cell, n int, what string) {
 	t.Helper()
-	cell.WaitFor(t, 0, fmt.Sprintf("%s: %d parked KeepAlives", what, n), func() bool {
+	wait.For(t, 0, fmt.Sprintf("%s: %d parked KeepAlives", what, n), func() bool {
 		return server.ParkedKeepAlives(c.Server()) == n
 	})
 }

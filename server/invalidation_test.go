@@ -22,6 +22,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -79,8 +80,8 @@ func wantReturned(t *testing.T, ch <-chan error, what string) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-	case <-time.After(cell.WaitTimeout):
-		t.Fatalf("%s: not returned within %v", what, cell.WaitTimeout)
+	case <-time.After(wait.Timeout):
+		t.Fatalf("%s: not returned within %v", what, wait.Timeout)
 	}
 }
 
@@ -117,8 +118,8 @@ func TestSilentCacherDelaysWriteByAtMostItsLease(t *testing.T) {
 
 	sent := metric(t, c, invalidationsSent)
 	done := asyncWrite(w, f, "v2")
-	cell.WaitFor(t, 0, "the master to invalidate the silent cacher", func() bool { return metric(t, c, invalidationsSent) > sent })
-	cell.Never(t, 100*time.Millisecond, "the write returning while the silent cacher's lease runs", func() bool { return returned(done) })
+	wait.For(t, 0, "the master to invalidate the silent cacher", func() bool { return metric(t, c, invalidationsSent) > sent })
+	wait.Never(t, 100*time.Millisecond, "the write returning while the silent cacher's lease runs", func() bool { return returned(done) })
 
 	other := c.NewRawSession(t, 0)
 	if rep := cacheRead(t, other, f); rep.Cacheable || string(rep.Data) != "v1" {
@@ -126,7 +127,7 @@ func TestSilentCacherDelaysWriteByAtMostItsLease(t *testing.T) {
 	}
 
 	mc.Advance(leaseEnd.Sub(mc.Now()) - time.Millisecond)
-	cell.Never(t, 100*time.Millisecond, "the write returning 1 ms before the silent cacher's lease ends", func() bool { return returned(done) })
+	wait.Never(t, 100*time.Millisecond, "the write returning 1 ms before the silent cacher's lease ends", func() bool { return returned(done) })
 	mc.Advance(time.Millisecond)
 	wantReturned(t, done, "the write at the end of the silent cacher's lease")
 	if got := contents(t, w, f); got != "v2" {
@@ -169,7 +170,7 @@ func TestAcknowledgedInvalidationReleasesWrite(t *testing.T) {
 	if !slices.Contains(rep.Invalidations, f) || rep.InvalSeq == 0 {
 		t.Fatalf("KeepAlive reply %+v, want an invalidation of %s", rep, f)
 	}
-	cell.Never(t, 100*time.Millisecond, "the write returning before the cacher acknowledged", func() bool { return returned(done) })
+	wait.Never(t, 100*time.Millisecond, "the write returning before the cacher acknowledged", func() bool { return returned(done) })
 
 	// A KeepAlive that acknowledges less does not release it, and is
 	// answered at once again with the invalidation still pending.
@@ -177,7 +178,7 @@ func TestAcknowledgedInvalidationReleasesWrite(t *testing.T) {
 	if again := keepAliveReply(t, cacher, id, "a KeepAlive without the acknowledgement"); !slices.Contains(again.Invalidations, f) {
 		t.Fatalf("reply %+v no longer carries the unacknowledged invalidation", again)
 	}
-	cell.Never(t, 50*time.Millisecond, "the write returning without the acknowledgement", func() bool { return returned(done) })
+	wait.Never(t, 50*time.Millisecond, "the write returning without the acknowledgement", func() bool { return returned(done) })
 
 	ack, _ := cacher.Go(wire.MKeepAlive, wire.KeepAliveArgs{AckInval: rep.InvalSeq})
 	wantReturned(t, done, "the write after the acknowledgement")
@@ -231,7 +232,7 @@ func TestEveryCacherInvalidatedAtOnce(t *testing.T) {
 		}
 		r.Go(wire.MKeepAlive, wire.KeepAliveArgs{AckInval: seqs[i]})
 		if i < n-1 {
-			cell.Never(t, 30*time.Millisecond, "the write returning before every cacher acknowledged", func() bool { return returned(done) })
+			wait.Never(t, 30*time.Millisecond, "the write returning before every cacher acknowledged", func() bool { return returned(done) })
 		}
 	}
 	wantReturned(t, done, "the write after every acknowledgement")
@@ -326,15 +327,15 @@ func TestFailoverWaitsForSilentSessions(t *testing.T) {
 	}
 
 	done := asyncWrite(w, f, "v2")
-	cell.Never(t, 100*time.Millisecond, "a write on the new master returning while a session from the old one is silent", func() bool { return returned(done) })
+	wait.Never(t, 100*time.Millisecond, "a write on the new master returning while a session from the old one is silent", func() bool { return returned(done) })
 	mc.Advance(takeover.Add(ttl).Sub(mc.Now()) - time.Millisecond)
-	cell.Never(t, 100*time.Millisecond, "the write returning 1 ms before the silent session's lease ends", func() bool { return returned(done) })
+	wait.Never(t, 100*time.Millisecond, "the write returning 1 ms before the silent session's lease ends", func() bool { return returned(done) })
 	mc.Advance(time.Millisecond)
 	wantReturned(t, done, "the write once the silent session's lease ended")
 
 	// Once every session has talked to the master (or gone), writes are
 	// prompt again.
-	cell.WaitFor(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == 2 })
+	wait.For(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == 2 })
 	wantReturned(t, asyncWrite(w, f, "v3"), "a write after the failover settled")
 }
 
@@ -362,7 +363,7 @@ func TestConcurrentWritesWaitForOutstandingInvalidations(t *testing.T) {
 		t.Fatalf("reply %+v without the invalidation", rep)
 	}
 	second := asyncWrite(w2, f, "v2")
-	cell.Never(t, 150*time.Millisecond, "a second write of the node returning while the cacher has not acknowledged the first's invalidation",
+	wait.Never(t, 150*time.Millisecond, "a second write of the node returning while the cacher has not acknowledged the first's invalidation",
 		func() bool { return returned(second) || returned(first) })
 	cacher.Go(wire.MKeepAlive, wire.KeepAliveArgs{AckInval: rep.InvalSeq})
 	wantReturned(t, first, "the first write")

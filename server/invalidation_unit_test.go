@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -102,19 +103,6 @@ type writeGo struct {
 }
 
 // waitUntil polls cond until it holds (another goroutine makes it so).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func proceeds(t *testing.T, ch <-chan writeGo, what string) func() {
 	t.Helper()
 	select {
@@ -152,7 +140,7 @@ func TestWriteWaitsForEachCacher(t *testing.T) {
 		t.Fatal("a node no write touches must be cachable")
 	}
 	w := u.write(3, pathA)
-	waitUntil(t, "invalidations to both cachers", func() bool { return u.fake.sentTo(1) == 1 && u.fake.sentTo(2) == 1 })
+	wait.For(t, 0, "invalidations to both cachers", func() bool { return u.fake.sentTo(1) == 1 && u.fake.sentTo(2) == 1 })
 	blocked(t, w, "no acknowledgement yet")
 	if u.admit(4, pathA) {
 		t.Fatal("a read of a node being invalidated was admitted as cachable")
@@ -184,7 +172,7 @@ func TestWriteWaitsUntilLeaseDeadline(t *testing.T) {
 	u.fake.deadlines[1] = unitStart.Add(5 * time.Second)
 	u.admit(1, pathA)
 	w := u.write(2, pathA)
-	waitUntil(t, "the write's wait on the lease deadline", func() bool { return u.clk.Pending() == 1 })
+	wait.For(t, 0, "the write's wait on the lease deadline", func() bool { return u.clk.Pending() == 1 })
 	u.clk.Advance(5*time.Second - time.Millisecond)
 	blocked(t, w, "the cacher's lease has not run out")
 	u.clk.Advance(time.Millisecond)
@@ -202,7 +190,7 @@ func TestNonCacherNotWaitedOn(t *testing.T) {
 	u.admit(2, pathB)
 	u.admit(3, pathB)
 	w := u.write(3, pathA)
-	waitUntil(t, "the invalidation to session 1", func() bool { return u.fake.sentTo(1) == 1 })
+	wait.For(t, 0, "the invalidation to session 1", func() bool { return u.fake.sentTo(1) == 1 })
 	u.fake.ack(1)
 	proceeds(t, w, "the one cacher acknowledged")()
 	if u.fake.sentTo(2) != 0 || u.fake.sentTo(3) != 0 {
@@ -212,7 +200,7 @@ func TestNonCacherNotWaitedOn(t *testing.T) {
 	// session 2's is.
 	proceeds(t, u.write(1, pathA), "a write of a node nobody caches")()
 	w = u.write(3, pathB)
-	waitUntil(t, "the invalidation to session 2", func() bool { return u.fake.sentTo(2) == 1 })
+	wait.For(t, 0, "the invalidation to session 2", func() bool { return u.fake.sentTo(2) == 1 })
 	blocked(t, w, "session 2 caches B")
 	u.fake.ack(2)
 	proceeds(t, w, "session 2 acknowledged")()
@@ -229,11 +217,11 @@ func TestLaterWriteWaitsForEarlierInvalidation(t *testing.T) {
 	u.fake.deadlines[1] = unitStart.Add(unitTTL)
 	u.admit(1, pathA)
 	w1 := u.write(2, pathA)
-	waitUntil(t, "the first write's invalidation", func() bool { return u.fake.sentTo(1) == 1 })
-	waitUntil(t, "the first write's wait", func() bool { return u.clk.Pending() == 1 })
+	wait.For(t, 0, "the first write's invalidation", func() bool { return u.fake.sentTo(1) == 1 })
+	wait.For(t, 0, "the first write's wait", func() bool { return u.clk.Pending() == 1 })
 	w2 := u.write(3, pathA)
 	// Each waiting write has a timer for the cacher's lease deadline.
-	waitUntil(t, "the second write's wait for the first write's cacher", func() bool { return u.clk.Pending() == 2 })
+	wait.For(t, 0, "the second write's wait for the first write's cacher", func() bool { return u.clk.Pending() == 2 })
 	blocked(t, w2, "the first write's cacher has not acknowledged")
 	u.fake.ack(1)
 	proceeds(t, w1, "first write")()
@@ -252,7 +240,7 @@ func TestWriteWaitsForUnflushedSessions(t *testing.T) {
 	u.fake.waits = []ackWait{{session: 1, done: flushed, deadline: unitStart.Add(unitTTL)}}
 	proceeds(t, u.write(1, pathA), "the unflushed session's own write")()
 	w := u.write(2, pathB)
-	waitUntil(t, "the write's wait", func() bool { return u.clk.Pending() == 1 })
+	wait.For(t, 0, "the write's wait", func() bool { return u.clk.Pending() == 1 })
 	blocked(t, w, "session 1 has not talked to this master")
 	close(flushed)
 	proceeds(t, w, "session 1 flushed")()
@@ -265,7 +253,7 @@ func TestShutdownRefusesWaitingWrite(t *testing.T) {
 	u.fake.deadlines[1] = unitStart.Add(unitTTL)
 	u.admit(1, pathA)
 	w := u.write(2, pathA)
-	waitUntil(t, "the invalidation", func() bool { return u.fake.sentTo(1) == 1 })
+	wait.For(t, 0, "the invalidation", func() bool { return u.fake.sentTo(1) == 1 })
 	close(u.done)
 	select {
 	case r := <-w:
@@ -296,7 +284,7 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 	u := &unitTracker{tracker: tr, clk: clk, done: done}
 	w := u.write(2, pathA)
 	var rep wire.KeepAliveReply
-	waitUntil(t, "the parked KeepAlive answered with the invalidation", func() bool {
+	wait.For(t, 0, "the parked KeepAlive answered with the invalidation", func() bool {
 		got := r.all()
 		if len(got) == 1 {
 			rep = got[0].body.(wire.KeepAliveReply)

@@ -13,6 +13,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -56,7 +57,7 @@ func TestKeepAliveCostsNoRaftWrite(t *testing.T) {
 	// A library client renews by itself, through a proxy that counts.
 	p := c.NewProxy(t)
 	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl})
-	cell.WaitFor(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
+	wait.For(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	barrier(t, c)
 	before := c.Status()
 
@@ -124,7 +125,7 @@ func TestMasterStallDoesNotMassExpire(t *testing.T) {
 	// A library client with a parked KeepAlive, through a counting proxy.
 	p := c.NewProxy(t)
 	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl})
-	cell.WaitFor(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
+	wait.For(t, 0, "the client's first KeepAlive", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	h := open(t, cl, c.Path("client-lock"), client.Create())
 	if err := h.TryAcquire(ctxT(t), client.Exclusive); err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestMasterStallDoesNotMassExpire(t *testing.T) {
 		t.Fatal("the client lost its lock in the stall")
 	}
 	// Its parked KeepAlive was answered (late) and it parked the next one.
-	cell.WaitFor(t, 0, "the client's KeepAlive after the stall", func() bool { return p.Count(wire.MKeepAlive) > kas })
+	wait.For(t, 0, "the client's KeepAlive after the stall", func() bool { return p.Count(wire.MKeepAlive) > kas })
 	waitParked(t, c, 1, "after the stall")
 
 	// One fresh TTL: a millisecond before it ends everyone is alive; at its
@@ -172,7 +173,7 @@ func TestMasterStallDoesNotMassExpire(t *testing.T) {
 		t.Fatalf("%d sessions expired before the fresh TTL ended", before.Sessions-got)
 	}
 	clk.Advance(time.Millisecond)
-	cell.WaitFor(t, 0, "the silent sessions to expire one TTL after the stall", func() bool {
+	wait.For(t, 0, "the silent sessions to expire one TTL after the stall", func() bool {
 		return c.Status().Sessions == before.Sessions-n
 	})
 	for i := range raws {
@@ -259,7 +260,7 @@ func TestRestartKeepsStateLocksAndSessions(t *testing.T) {
 		waitParked(t, c, 3, fmt.Sprintf("round %d", round))
 		n := p.Count(wire.MKeepAlive)
 		mc.Advance(step)
-		cell.WaitFor(t, 0, fmt.Sprintf("round %d: the client's next KeepAlive", round), func() bool {
+		wait.For(t, 0, fmt.Sprintf("round %d: the client's next KeepAlive", round), func() bool {
 			return p.Count(wire.MKeepAlive) > n
 		})
 	}
@@ -293,7 +294,7 @@ func TestRestartKeepsStateLocksAndSessions(t *testing.T) {
 
 func waitEvent(t *testing.T, cl *client.Client, want client.EventType) client.Event {
 	t.Helper()
-	timeout := time.After(cell.WaitTimeout)
+	timeout := time.After(wait.Timeout)
 	for {
 		select {
 		case e := <-cl.Events():
@@ -301,7 +302,7 @@ func waitEvent(t *testing.T, cl *client.Client, want client.EventType) client.Ev
 				return e
 			}
 		case <-timeout:
-			t.Fatalf("no %s event within %v", want, cell.WaitTimeout)
+			t.Fatalf("no %s event within %v", want, wait.Timeout)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -69,7 +70,7 @@ func TestExpiredSessionLosesLocksAfterTTLAndLockDelay(t *testing.T) {
 
 	// 4. The lease ends: the master expires the session.
 	mc.Advance(time.Millisecond)
-	cell.WaitFor(t, 0, "the master to expire the silent session", func() bool { return c.Status().Sessions == 2 })
+	wait.For(t, 0, "the master to expire the silent session", func() bool { return c.Status().Sessions == 2 })
 	barrier(t, c) // the lock-delay timer is armed
 	if checkSeq(t, obs, seqV) {
 		t.Fatal("the expired holder's sequencer is still valid")
@@ -224,7 +225,7 @@ func TestCancelledAcquireLeavesQueue(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Acquire returned %v, want context.Canceled", err)
 		}
-	case <-time.After(cell.WaitTimeout):
+	case <-time.After(wait.Timeout):
 		t.Fatal("cancelled Acquire did not return")
 	}
 	// Acquire returns after the master applied the cancel.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -77,22 +78,12 @@ func TestSnapshotsCompactTheLogAndRestore(t *testing.T) {
 
 	// raft snapshots on its own schedule (it checks every few seconds);
 	// wait until a snapshot exists on disk.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "a snapshot on disk (threshold 64 entries)", func() bool {
 		snaps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshots", "*", "state.bin"))
-		if len(snaps) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no snapshot was written within 30 s with a threshold of 64 entries")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for s.Status().FirstLog <= 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the raft log was not compacted after a snapshot: %+v", s.Status())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(snaps) > 0
+	})
+	if !wait.Until(30*time.Second, func() bool { return s.Status().FirstLog > 1 }) {
+		t.Fatalf("the raft log was not compacted after a snapshot: %+v", s.Status())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -69,18 +71,10 @@ func startCell3(b *testing.B) []string {
 	for _, p := range peers {
 		servers = append(servers, benchServer(b, p.ID, p.RPCAddr, p.RaftAddr, peers))
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		for _, s := range servers {
-			if s.IsMaster() {
-				return []string{peers[0].RPCAddr, peers[1].RPCAddr, peers[2].RPCAddr}
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("no master within 20 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(b, 20*time.Second, "a master", func() bool {
+		return slices.ContainsFunc(servers, (*server.Server).IsMaster)
+	})
+	return []string{peers[0].RPCAddr, peers[1].RPCAddr, peers[2].RPCAddr}
 }
 
 func dial(b *testing.B, addr string, n int) []*client.Client {

@@ -19,6 +19,7 @@ import (
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // Epoch is the time every clock made by this package starts at; tests print
@@ -270,20 +271,13 @@ func (c *Cell) Resume(t testing.TB) {
 	// The ports were ours a moment ago; another process may grab one in
 	// between (then the test cannot go on), or the kernel may still hold it
 	// briefly: retry for a while.
-	deadline := time.Now().Add(startTimeout)
-	for {
-		srv, err := c.startServer()
-		if err == nil {
-			c.mu.Lock()
-			c.srv = srv
-			c.mu.Unlock()
-			break
-		}
-		if !isBindError(err) || time.Now().After(deadline) {
-			t.Fatalf("cell: restart on %s: %v", c.cfg.RPCAddr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	srv, err := retryBind(c.startServer)
+	if err != nil {
+		t.Fatalf("cell: restart on %s: %v", c.cfg.RPCAddr, err)
 	}
+	c.mu.Lock()
+	c.srv = srv
+	c.mu.Unlock()
 	if err := c.waitMaster(); err != nil {
 		t.Fatalf("cell: after restart: %v", err)
 	}
@@ -323,6 +317,19 @@ func freeAddrs(n int) ([]string, error) {
 
 func isBindError(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+// retryBind runs start until it succeeds or fails other than on a port
+// still taken (a restart's ports were ours a moment ago; the kernel may
+// hold one briefly), for up to startTimeout, and returns its last result.
+func retryBind(start func() (*server.Server, error)) (*server.Server, error) {
+	var srv *server.Server
+	var err error
+	wait.Until(startTimeout, func() bool {
+		srv, err = start()
+		return err == nil || !isBindError(err)
+	})
+	return srv, err
 }
 
 // testWriter sends log output to t.Log until the test ends; lines written

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -84,7 +85,7 @@ func TestProxy(t *testing.T) {
 	c := cell.Start(t, cell.WithManualClock())
 	p := c.NewProxy(t)
 	cl := c.Dial(t, client.Config{Servers: []string{p.Addr()}, FixedServers: true})
-	cell.WaitFor(t, 0, "the client's first KeepAlive to pass", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
+	wait.For(t, 0, "the client's first KeepAlive to pass", func() bool { return p.Count(wire.MKeepAlive) >= 1 })
 	p.Break()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	_, err := cl.WriteFile(ctx, c.Path("x"), nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // WithRaftTiming sets the raft timing of every server of a Cluster (see
@@ -350,7 +351,7 @@ func (c *Cluster) WaitMaster(t testing.TB, among []int) int {
 		}
 	}
 	master := -1
-	WaitFor(t, startTimeout, fmt.Sprintf("exactly one master among %v", among), func() bool {
+	wait.For(t, startTimeout, fmt.Sprintf("exactly one master among %v", among), func() bool {
 		master = -1
 		for _, i := range among {
 			srv := c.Server(i)
@@ -419,28 +420,24 @@ func (c *Cluster) Heal() {
 func (c *Cluster) Kill(t testing.TB, i int) {
 	t.Helper()
 	c.mu.Lock()
-	nd := c.nodes[i]
-	srv := nd.srv
-	nd.srv = nil
-	if nd.trans != nil {
-		for j, o := range c.nodes {
-			if j != i && o.trans != nil {
-				o.trans.Disconnect(nd.addr)
-				nd.trans.Disconnect(o.addr)
-			}
-		}
-	}
-	nd.trans = nil
+	c.unlinkLocked(i, true)
 	c.mu.Unlock()
-	if srv == nil {
-		t.Fatalf("cell: Kill(%d): not running", i)
-	}
-	srv.Close()
+	c.takeServer(t, "Kill", i).Close()
 }
 
 // Stop shuts server i down gracefully (a master hands its leadership over
 // first, as on SIGTERM). Its data dir is kept for Restart.
 func (c *Cluster) Stop(t testing.TB, i int) {
+	t.Helper()
+	c.takeServer(t, "Stop", i).Close()
+	c.mu.Lock()
+	c.unlinkLocked(i, false)
+	c.mu.Unlock()
+}
+
+// takeServer detaches running server i from the cluster for Kill or Stop
+// (op) to close.
+func (c *Cluster) takeServer(t testing.TB, op string, i int) *server.Server {
 	t.Helper()
 	c.mu.Lock()
 	nd := c.nodes[i]
@@ -448,17 +445,28 @@ func (c *Cluster) Stop(t testing.TB, i int) {
 	nd.srv = nil
 	c.mu.Unlock()
 	if srv == nil {
-		t.Fatalf("cell: Stop(%d): not running", i)
+		t.Fatalf("cell: %s(%d): not running", op, i)
 	}
-	srv.Close()
-	c.mu.Lock()
+	return srv
+}
+
+// unlinkLocked drops node i's raft transport and the others' links to it;
+// both: its own links to them too (a crash, not a shutdown that already
+// closed them). c.mu is held.
+func (c *Cluster) unlinkLocked(i int, both bool) {
+	nd := c.nodes[i]
+	if nd.trans == nil {
+		return
+	}
 	for j, o := range c.nodes {
 		if j != i && o.trans != nil {
 			o.trans.Disconnect(nd.addr)
+			if both {
+				nd.trans.Disconnect(o.addr)
+			}
 		}
 	}
 	nd.trans = nil
-	c.mu.Unlock()
 }
 
 // Restart starts a killed or stopped server again on its data dir, RPC
@@ -469,33 +477,26 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
 	c.mu.Lock()
 	nd := c.nodes[i]
-	if nd.srv != nil {
-		c.mu.Unlock()
+	running := nd.srv != nil
+	c.mu.Unlock()
+	if running {
 		t.Fatalf("cell: Restart(%d) while it is running", i)
 	}
-	nd.trans = newLinkTransport(c, i, nd.addr)
-	c.relinkLocked()
-	c.mu.Unlock()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		srv, err := c.newServer(nd)
-		if err == nil {
-			c.mu.Lock()
-			nd.srv = srv
-			c.mu.Unlock()
-			return
-		}
-		// The RPC port was ours a moment ago; the kernel may hold it
-		// briefly. A failed start closed the transport: make a new one.
-		if !isBindError(err) || time.Now().After(deadline) {
-			t.Fatalf("cell: restart node%d: %v", i, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The RPC port was ours a moment ago; the kernel may hold it briefly.
+	// A failed start closed the transport: each attempt makes a new one.
+	srv, err := retryBind(func() (*server.Server, error) {
 		c.mu.Lock()
 		nd.trans = newLinkTransport(c, i, nd.addr)
 		c.relinkLocked()
 		c.mu.Unlock()
+		return c.newServer(nd)
+	})
+	if err != nil {
+		t.Fatalf("cell: restart node%d: %v", i, err)
 	}
+	c.mu.Lock()
+	nd.srv = srv
+	c.mu.Unlock()
 }
 
 // Applied is server i's applied raft index (0 while it is killed).
@@ -513,7 +514,7 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, ref int) {
 	t.Helper()
 	want := c.Applied(ref)
 	for _, i := range c.Running() {
-		WaitFor(t, startTimeout, fmt.Sprintf("node%d to apply index %d", i, want), func() bool {
+		wait.For(t, startTimeout, fmt.Sprintf("node%d to apply index %d", i, want), func() bool {
 			return c.Applied(i) >= want
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -32,7 +33,7 @@ func TestCluster(t *testing.T) {
 	}
 	c.Isolate(m)
 	m2 := c.WaitMaster(t, rest)
-	cell.WaitFor(t, 0, "the isolated master to step down", func() bool { return !c.Server(m).IsMaster() })
+	wait.For(t, 0, "the isolated master to step down", func() bool { return !c.Server(m).IsMaster() })
 	if _, err := cl.WriteFile(ctx, c.Path("f"), []byte("v2")); err != nil {
 		t.Fatal(err)
 	}

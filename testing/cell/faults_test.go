@@ -8,6 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 func others(c *cell.Cluster, i int) []int {
@@ -43,7 +44,7 @@ func TestClusterOneWayCut(t *testing.T) {
 	up := c.Cut(cell.Link{From: f, To: m})
 	write(t, cl, c.Path("a"), "1")
 	want := c.Applied(m)
-	cell.WaitFor(t, 0, fmt.Sprintf("node%d, whose replies to the master are lost, to apply index %d", f, want), func() bool {
+	wait.For(t, 0, fmt.Sprintf("node%d, whose replies to the master are lost, to apply index %d", f, want), func() bool {
 		return c.Applied(f) >= want
 	})
 	up.Mend()
@@ -56,7 +57,7 @@ func TestClusterOneWayCut(t *testing.T) {
 	if got := c.Masters(); len(got) != 1 || got[0] != m {
 		t.Skipf("mastership moved during the cut (masters %v): the rest of the test needs node%d to stay master", got, m)
 	}
-	cell.Never(t, 300*time.Millisecond, fmt.Sprintf("node%d applying entries the master cannot send it", f), func() bool {
+	wait.Never(t, 300*time.Millisecond, fmt.Sprintf("node%d applying entries the master cannot send it", f), func() bool {
 		return c.Applied(f) > before
 	})
 	down.Mend()
@@ -71,7 +72,7 @@ func TestClusterMasterCannotSend(t *testing.T) {
 	m := c.Master(t)
 	cut := c.Cut(cell.OutLinks(c.N(), m)...)
 	m2 := c.WaitMaster(t, others(c, m))
-	cell.WaitFor(t, 0, "the master that cannot send to step down", func() bool { return !c.Server(m).IsMaster() })
+	wait.For(t, 0, "the master that cannot send to step down", func() bool { return !c.Server(m).IsMaster() })
 	write(t, c.Dial(t, client.Config{}), c.Path("x"), "v")
 	cut.Mend()
 	c.WaitCaughtUp(t, c.Master(t))

@@ -137,10 +137,8 @@ func OutLinks(n, i int) []Link {
 // ways.
 func AllLinks(n, i int) []Link {
 	var out []Link
-	for j := 0; j < n; j++ {
-		if j != i {
-			out = append(out, Link{i, j}, Link{j, i})
-		}
+	for _, l := range OutLinks(n, i) {
+		out = append(out, l, Link{l.To, l.From})
 	}
 	return out
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -22,7 +24,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	down   bool
-	silent bool
+	silent atomic.Bool // Blackhole until Heal
 	// held counts the pauses of the server behind the proxy (Cluster.Pause,
 	// StallLeaseClock) holding the link: frames wait, in order, until the
 	// last is released (unheld is closed then, or when the proxy closes).
@@ -103,12 +105,10 @@ func (d *ReplyDrop) Done() <-chan struct{} { return d.done }
 
 // Request is the request whose reply was swallowed (nil before Done).
 func (d *ReplyDrop) Request() *wire.Request {
-	select {
-	case <-d.done:
-		return d.req
-	default:
+	if !wait.Closed(d.done) {
 		return nil
 	}
+	return d.req
 }
 
 // DropReply arms a one-shot fault: the next request for which match returns
@@ -147,23 +147,15 @@ func (p *Proxy) Break() {
 // up) or behind a partition that drops packets. Frames sent meanwhile are
 // lost, not delivered at Heal.
 func (p *Proxy) Blackhole() {
-	p.mu.Lock()
-	p.silent = true
-	p.mu.Unlock()
+	p.silent.Store(true)
 }
 
 // Heal lets connections through again (after Break or Blackhole).
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.down = false
-	p.silent = false
 	p.mu.Unlock()
-}
-
-func (p *Proxy) isSilent() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.silent
+	p.silent.Store(false)
 }
 
 // hold stops the link (on) or undoes one such stop (off), as the server
@@ -353,7 +345,7 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 		}
 		p.waitHeld()
 		p.mu.Lock()
-		drop := p.silent || p.drop != nil && p.drop(req)
+		drop := p.silent.Load() || p.drop != nil && p.drop(req)
 		p.mu.Unlock()
 		if drop {
 			continue
@@ -402,7 +394,7 @@ func (p *Proxy) downstream(cc, sc net.Conn) {
 			return
 		}
 		p.waitHeld()
-		if p.isSilent() {
+		if p.silent.Load() {
 			continue
 		}
 		resp, err := wire.DecodeResponse(frame)

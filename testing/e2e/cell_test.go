@@ -15,6 +15,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -108,10 +109,10 @@ func (s *scriptSession) do(t *testing.T, line string) map[string]any {
 func (s *scriptSession) waitSafe(t *testing.T, timeout time.Duration, what string) {
 	t.Helper()
 	var last map[string]any
-	eventually(t, timeout, 50*time.Millisecond, what, func() bool {
+	wait.For(t, timeout, what, wait.Every(50*time.Millisecond, func() bool {
 		last = s.do(t, "session")
 		return str(t, last, "state") == "safe"
-	})
+	}))
 	if id := num(t, last, "id"); id != s.id {
 		t.Errorf("%s: session id %d, was %d", what, id, s.id)
 	}
@@ -371,7 +372,7 @@ func holdChecks(t *testing.T, c *proc.Cell, until time.Time, holders []*proc.She
 		if time.Now().After(until) {
 			return
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // pacing: the checks repeat until the time the scenario is about has passed
 	}
 }
 
@@ -411,7 +412,7 @@ func TestCellMasterKill(t *testing.T) {
 	seq2 := parseSeq(t, str(t, script.do(t, "lock "+l2), "sequencer"))
 	calls := acquireCalls(t, old)
 	waiter := c.StartSh(t, "-ttl", "6s", "-json", "lock", l1)
-	eventually(t, 10*time.Second, 10*time.Millisecond, "the waiter's Acquire reached the master", func() bool {
+	wait.For(t, 10*time.Second, "the waiter's Acquire reached the master", func() bool {
 		return acquireCalls(t, old) > calls
 	})
 	wantFail(t, c.Sh(t, "trylock", l1), 1) // held, with a waiter queued
@@ -487,10 +488,10 @@ func TestCellMasterKill(t *testing.T) {
 	wantCode(t, c.Sh(t, "checkseq", seq2.text), 1)
 
 	// Gossip has noticed the killed server by now (it stays a member).
-	eventually(t, 15*time.Second, 200*time.Millisecond, "members shows the killed "+old.NodeID+" not alive", func() bool {
+	wait.For(t, 15*time.Second, "members shows the killed "+old.NodeID+" not alive", wait.Every(200*time.Millisecond, func() bool {
 		_, byName = members(t, c)
 		return byName[old.NodeID] != nil && byName[old.NodeID]["state"] != "alive"
-	})
+	}))
 	t.Logf("%.1fs after the kill members shows %s %v", time.Since(killed).Seconds(), old.NodeID, byName[old.NodeID]["state"])
 
 	// Every acknowledged write is readable.
@@ -878,11 +879,11 @@ func TestCellAddRemove(t *testing.T) {
 	added := time.Now()
 	n4 := c.AddServer(t)
 	var byName map[string]map[string]any
-	eventually(t, 10*time.Second, 50*time.Millisecond, "members lists n4 as an alive voter", func() bool {
+	wait.For(t, 10*time.Second, "members lists n4 as an alive voter", wait.Every(50*time.Millisecond, func() bool {
 		_, byName = members(t, c)
 		m, ok := byName[n4.NodeID]
 		return ok && m["voter"] == true && m["state"] == "alive"
-	})
+	}))
 	if got := byName[n4.NodeID]["rpc_addr"]; got != n4.RPCAddr || len(byName) != 4 {
 		t.Errorf("members after adding n4: %v (want 4 servers, n4 at %s)", byName, n4.RPCAddr)
 	}
@@ -907,11 +908,11 @@ func TestCellAddRemove(t *testing.T) {
 		t.Fatalf("remove-server %s\n%s", victim.NodeID, r)
 	}
 	c.MarkRemoved(victim)
-	eventually(t, 10*time.Second, 50*time.Millisecond, "members no longer lists "+victim.NodeID, func() bool {
+	wait.For(t, 10*time.Second, "members no longer lists "+victim.NodeID, wait.Every(50*time.Millisecond, func() bool {
 		_, byName = members(t, c)
 		_, listed := byName[victim.NodeID]
 		return !listed && len(byName) == 3
-	})
+	}))
 	wantFail(t, c.Sh(t, "remove-server", "no-such-server"), 1)
 	loop.waitAck(t, victim.NodeID+" was removed", removed, 20*time.Second)
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestDurabilityWholeCellKilled (DESIGN invariant 7): a call is acknowledged
@@ -60,19 +61,11 @@ func TestDurabilityWholeCellKilled(t *testing.T) {
 		}(w, cl)
 	}
 	// Let the load run, then kill every server at once.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.For(t, 20*time.Second, "200 acknowledged writes", func() bool {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d writes acknowledged in 20 s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(acked) >= 200
+	})
 	var kills sync.WaitGroup
 	for _, s := range c.Servers() {
 		kills.Add(1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestEphemeral: an ephemeral file lives as long as the session that made
@@ -73,9 +74,10 @@ func TestEphemeral(t *testing.T) {
 		// The master still counts the session alive (its lease runs for at
 		// least TTL after the last KeepAlive it answered).
 		wantOK(t, s.Sh(t, "cat", f))
-		gone := eventually(t, 15*time.Second, 50*time.Millisecond, "ephemeral file of the killed session deleted", func() bool {
+		wait.For(t, 15*time.Second, "ephemeral file of the killed session deleted", wait.Every(50*time.Millisecond, func() bool {
 			return s.Sh(t, "cat", f).Code == 1
-		})
+		}))
+		gone := time.Now()
 		after := gone.Sub(killed)
 		t.Logf("ephemeral file gone %v after its session's process was killed (TTL %v)", after.Round(time.Millisecond), ttl)
 		if after < ttl/2 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestLocks: trylock, a lock held by another chubbysh, script-mode
@@ -156,7 +157,7 @@ func TestLockDelayAfterHolderKilled(t *testing.T) {
 
 	waiter := s.StartSh(t, "-json", "lock", l)
 	// The waiter's session exists (its Acquire follows at once): two sessions.
-	eventually(t, 10*time.Second, 20*time.Millisecond, "waiter session", func() bool {
+	wait.For(t, 10*time.Second, "waiter session", func() bool {
 		n, _ := s.Status(t)["sessions"].(float64)
 		return n == 2
 	})
@@ -232,16 +233,15 @@ poll:
 }
 
 func waiterLine(sh *proc.Shell, timeout time.Duration) (proc.Line, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if lines := sh.PeekLines(); len(lines) > 0 {
-			return lines[0], nil
-		}
-		if sh.Exited() || time.Now().After(deadline) {
-			return proc.Line{}, errNoLine
-		}
-		time.Sleep(5 * time.Millisecond)
+	var lines []proc.Line
+	wait.Until(timeout, func() bool {
+		lines = sh.PeekLines()
+		return len(lines) > 0 || sh.Exited()
+	})
+	if len(lines) == 0 {
+		return proc.Line{}, errNoLine
 	}
+	return lines[0], nil
 }
 
 var errNoLine = errors.New("no stdout line")
@@ -357,7 +357,7 @@ func TestLockLostKillsCommand(t *testing.T) {
 	l := p("lost")
 	sh := s.StartSh(t, "-ttl", "2s", "lock", l, "-delay", "5s", "--", "sleep", "60")
 	var child int
-	eventually(t, 15*time.Second, 10*time.Millisecond, "CMD started", func() bool {
+	wait.For(t, 15*time.Second, "CMD started", func() bool {
 		if kids := sh.Children(t); len(kids) == 1 {
 			child = kids[0]
 			return true
@@ -380,9 +380,10 @@ func TestLockLostKillsCommand(t *testing.T) {
 			s.Resume(t)
 		}
 	}()
-	gone := eventually(t, ttl+delay+5*time.Second, 10*time.Millisecond, "CMD stopped", func() bool {
+	wait.For(t, ttl+delay+5*time.Second, "CMD stopped", func() bool {
 		return !proc.ProcessAlive(child)
 	})
+	gone := time.Now()
 	took := gone.Sub(paused)
 	t.Logf("CMD (pid %d) was stopped %v after the master was paused (TTL %v, lock-delay %v)", child, took.Round(time.Millisecond), ttl, delay)
 	if took >= ttl+delay {
@@ -391,7 +392,7 @@ func TestLockLostKillsCommand(t *testing.T) {
 	// The plain holder's local lease may have started a little later than
 	// the CMD holder's: keep the master paused until it surely ran out too.
 	if rest := ttl - time.Since(paused); rest > 0 {
-		time.Sleep(rest)
+		time.Sleep(rest) // the scenario: the master stays paused a whole TTL
 	}
 	s.Resume(t)
 	resumed = true

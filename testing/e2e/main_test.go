@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
 )
@@ -149,21 +148,6 @@ func jsonLine(t *testing.T, l proc.Line) map[string]any {
 		t.Fatal(err)
 	}
 	return obj
-}
-
-// eventually polls cond every interval until it is true or timeout passes.
-func eventually(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(interval)
-	}
 }
 
 func p(parts ...string) string { return root + "/" + strings.Join(parts, "/") }

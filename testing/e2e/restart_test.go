@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // node is what a restart must keep of one node: its stat (every key
@@ -185,7 +186,7 @@ func TestRestartLockSurvives(t *testing.T) {
 
 	// The probe's session renews with the restarted server: its local lease
 	// now starts from a KeepAlive sent after the old server was gone.
-	renewed := eventually(t, ttl, 200*time.Millisecond, "probe session renewed after the restart", func() bool {
+	wait.For(t, ttl, "probe session renewed after the restart", wait.Every(200*time.Millisecond, func() bool {
 		asked := time.Now()
 		probe.Send(t, "session")
 		obj := jsonLine(t, probe.NextLine(t, ttl))
@@ -198,7 +199,8 @@ func TestRestartLockSurvives(t *testing.T) {
 		// drift margin: sent >= asked + left - TTL.
 		sentNoEarlierThan := asked.Add(left - ttl)
 		return sentNoEarlierThan.After(stopped)
-	})
+	}))
+	renewed := time.Now()
 	t.Logf("probe session renewed by the restarted server %v after it was up", renewed.Sub(up).Round(time.Millisecond))
 
 	// Both locks stay held, checked from other processes, until well past
@@ -213,7 +215,7 @@ func TestRestartLockSurvives(t *testing.T) {
 		if time.Since(up) > ttl+time.Second {
 			break
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // pacing: the checks repeat until the TTL since the restart has passed
 	}
 	probe.Send(t, "seq "+l2)
 	if got := str(t, jsonLine(t, probe.NextLine(t, 10*time.Second)), "sequencer"); got != seq2.text {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestWatch: `chubbysh watch` in one process prints, one JSON object per
@@ -40,13 +41,13 @@ func TestWatch(t *testing.T) {
 	}
 	// The watchers are subscribed once a change shows up in both; write the
 	// file until it does (a write before a subscription is not seen).
-	deadline := time.Now().Add(15 * time.Second)
-	for dw.Pending() == 0 || fw.Pending() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watches printed nothing for 15 s of writes")
+	wait.For(t, 15*time.Second, "both watches to print a probe write's event", func() bool {
+		if dw.Pending() > 0 && fw.Pending() > 0 {
+			return true
 		}
 		wantOK(t, s.Sh(t, "write", file, "probe"))
-	}
+		return false
+	})
 	// Let the last probe's events arrive, then drain them.
 	wantOK(t, s.Sh(t, "write", dir+"/marker", "x"))
 	for {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -204,7 +205,7 @@ func startWorkload(t *testing.T, c *cell.Cluster, path string, hist *history) *w
 			ccancel()
 			hist.add(op{who: "writer", write: true, val: v, ok: err == nil, err: err, start: start, end: time.Now()})
 			wl.pauseMu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			wait.Sleep(ctx, 5*time.Millisecond) // pacing
 		}
 	}()
 	go func() {
@@ -215,7 +216,7 @@ func startWorkload(t *testing.T, c *cell.Cluster, path string, hist *history) *w
 			data, _, err := rh.GetContentsAndStat(cctx)
 			ccancel()
 			recordRead(hist, "reader", data, err, start)
-			time.Sleep(5 * time.Millisecond)
+			wait.Sleep(ctx, 5*time.Millisecond) // pacing
 		}
 	}()
 	wl.stop = func() { cancel(); wg.Wait() }
@@ -241,7 +242,7 @@ func recordRead(hist *history, who string, data []byte, err error, start time.Ti
 func waitAckAfter(t *testing.T, hist *history, t0 time.Time) (int, time.Time) {
 	t.Helper()
 	val, at := 0, time.Time{}
-	cell.WaitFor(t, callTimeout, "a write acknowledged after "+t0.Format("15:04:05.000"), func() bool {
+	wait.For(t, callTimeout, "a write acknowledged after "+t0.Format("15:04:05.000"), func() bool {
 		for _, o := range hist.snapshot() {
 			if o.write && o.ok && o.start.After(t0) {
 				val, at = o.val, o.end

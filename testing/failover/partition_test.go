@@ -11,6 +11,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -97,7 +98,7 @@ func TestIsolatedMasterStopsServing(t *testing.T) {
 					t.Errorf("client pinned to the isolated old master read %q after the majority acknowledged a write", data)
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // pacing of the reads until pinnedDone
 		}
 	}()
 
@@ -132,7 +133,7 @@ func TestIsolatedMasterStopsServing(t *testing.T) {
 			}
 		}
 		rawReads++
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // pacing: reads throughout the second the scenario checks
 	}
 	// Writes through the old master fail and never take effect.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -146,7 +147,7 @@ func TestIsolatedMasterStopsServing(t *testing.T) {
 	} else if !isAny(err, wire.ErrNotMaster, wire.ErrWrongEpoch) {
 		t.Errorf("raw write on the isolated old master: %v, want not_master", err)
 	}
-	cell.WaitFor(t, 0, "the isolated master to step down", func() bool { return !c.Server(old).IsMaster() })
+	wait.For(t, 0, "the isolated master to step down", func() bool { return !c.Server(old).IsMaster() })
 	close(pinnedDone)
 	pinnedWG.Wait()
 	t.Logf("the pinned client read %d times (%d answered, all before the majority's write); %d raw reads at the isolated server all failed",

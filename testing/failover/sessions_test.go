@@ -10,6 +10,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -104,7 +105,7 @@ func TestSessionsSurviveFailover(t *testing.T) {
 	before := c.Applied(old)
 	granted := make(chan error, 1)
 	go func() { granted <- wh.Acquire(ctxT(t), client.Exclusive) }()
-	cell.WaitFor(t, 0, "the waiter's Acquire to be queued", func() bool { return c.Applied(old) > before })
+	wait.For(t, 0, "the waiter's Acquire to be queued", func() bool { return c.Applied(old) > before })
 	holderSession := holder.Session().ID
 
 	killedAt := time.Now()
@@ -116,7 +117,7 @@ func TestSessionsSurviveFailover(t *testing.T) {
 		t.Fatalf("after failover the holder's sequencer %s is not valid: the new master lost the lock", seq)
 	}
 	// The holder finds the new master and stays safe.
-	cell.WaitFor(t, callTimeout, "the holder to reach the new master", func() bool {
+	wait.For(t, callTimeout, "the holder to reach the new master", func() bool {
 		return holder.Session().Master == c.Addr(m)
 	})
 	if _, err := hh.GetStat(ctxT(t)); err != nil {
@@ -125,7 +126,7 @@ func TestSessionsSurviveFailover(t *testing.T) {
 	if id := holder.Session().ID; id != holderSession {
 		t.Fatalf("holder's session changed from %d to %d", holderSession, id)
 	}
-	cell.WaitFor(t, callTimeout, "the holder's master_failover event", func() bool {
+	wait.For(t, callTimeout, "the holder's master_failover event", func() bool {
 		return hev.count(client.EventMasterFailover) > 0
 	})
 	select {
@@ -220,7 +221,7 @@ func TestFailoversBoundDeadSession(t *testing.T) {
 		err := wh.Acquire(ctx, client.Exclusive)
 		granted <- grant{time.Now(), err}
 	}()
-	cell.WaitFor(t, 0, "the waiter's Acquire to be queued", func() bool { return c.Applied(m) > before })
+	wait.For(t, 0, "the waiter's Acquire to be queued", func() bool { return c.Applied(m) > before })
 	alive := func() bool {
 		_, err := observer.Open(ctxT(t), eph)
 		if err != nil && !errors.Is(err, client.ErrNoSuchNode) {
@@ -241,7 +242,7 @@ func TestFailoversBoundDeadSession(t *testing.T) {
 	up := time.Now()
 	rounds := 0
 	for time.Now().Before(stormEnd) {
-		time.Sleep(time.Until(up.Add(ttl / 2)))
+		time.Sleep(time.Until(up.Add(ttl / 2))) // the scenario: a master serves TTL/2, then is stopped
 		cur := c.Master(t)
 		isAlive := alive()
 		if chain && !isAlive && time.Now().Before(prev.Add(ttl)) {
@@ -334,7 +335,7 @@ func TestJeopardyLooksForNewMaster(t *testing.T) {
 	nm := c.WaitMaster(t, others(c, m))
 	t.Logf("node%d went silent; node%d is master after %v", m, nm, time.Since(silentAt).Round(time.Millisecond))
 
-	cell.WaitFor(t, ttl+10*time.Second, "the client to be safe again or expired", func() bool {
+	wait.For(t, ttl+10*time.Second, "the client to be safe again or expired", func() bool {
 		return ev.count(client.EventSafe) > 0 || ev.count(client.EventExpired) > 0
 	})
 	if n := ev.count(client.EventExpired); n > 0 {

@@ -133,7 +133,7 @@ func runCoherence(t *testing.T, w workload, d time.Duration) {
 				failed.Add(1)
 				t.Logf("client %d: read %s: %v", id, keys[k], err)
 			}
-			time.Sleep(time.Duration(rng.Int64N(int64(readerPause))))
+			time.Sleep(time.Duration(rng.Int64N(int64(readerPause)))) // think time
 		}
 	}
 	writer := func(id int, cl *client.Client, hs []*client.Handle, rng *rand.Rand) {
@@ -156,7 +156,7 @@ func runCoherence(t *testing.T, w workload, d time.Duration) {
 				failed.Add(1)
 				t.Logf("client %d: write %s: %v", id, keys[k], err)
 			}
-			time.Sleep(time.Duration(rng.Int64N(int64(writerPause))))
+			time.Sleep(time.Duration(rng.Int64N(int64(writerPause)))) // think time
 		}
 	}
 	id := 0
@@ -224,14 +224,14 @@ func TestCacheCoherenceAcrossFailover(t *testing.T) {
 		dial: func(t *testing.T, cfg client.Config) *client.Client { return c.Dial(t, cfg) },
 		path: func(name string) string { return c.Path(name) },
 		nemesis: func(t *testing.T, rec *Recorder, deadline time.Time) {
-			time.Sleep(time.Until(deadline) / 4)
+			time.Sleep(time.Until(deadline) / 4) // the schedule: kill a quarter into the run
 			m := c.Master(t)
 			at := rec.Now()
 			c.Kill(t, m)
 			nm := c.WaitMaster(t, others(c, m))
 			rec.Note("nemesis", fmt.Sprintf("node%d killed; node%d master", m, nm), at, rec.Now())
 			t.Logf("killed the master node%d; node%d is master after %.0f ms", m, nm, float64(rec.Now()-at)/1e6)
-			time.Sleep(time.Until(deadline) / 3)
+			time.Sleep(time.Until(deadline) / 3) // the schedule: restart a third of the rest later
 			at = rec.Now()
 			c.Restart(t, m)
 			rec.Note("nemesis", fmt.Sprintf("node%d restarted", m), at, rec.Now())

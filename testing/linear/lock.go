@@ -50,16 +50,11 @@ const (
 	LockLost
 )
 
+var lockKindNames = [...]string{LockAcquire: "acquire", LockRelease: "release", LockCheck: "check", LockLost: "lost"}
+
 func (k LockKind) String() string {
-	switch k {
-	case LockAcquire:
-		return "acquire"
-	case LockRelease:
-		return "release"
-	case LockCheck:
-		return "check"
-	case LockLost:
-		return "lost"
+	if k > 0 && int(k) < len(lockKindNames) {
+		return lockKindNames[k]
 	}
 	return fmt.Sprintf("LockKind(%d)", int(k))
 }
@@ -396,28 +391,26 @@ func subset[T any](a, b []T, cmp func(T, T) int) bool {
 // apply is the operation itself, in a state where the pending operations
 // that took effect before it have done so.
 func (s lockState) apply(in LockInput, out LockOutput) (lockState, bool) {
+	if in.Kind < LockAcquire || in.Kind > LockLost {
+		panic(fmt.Sprintf("linear: lock operation of unknown kind %d: %+v", in.Kind, in))
+	}
+	switch {
+	case out.Unknown && in.Kind == LockCheck:
+		return s, true
+	case out.Unknown:
+		// An acquire, release or expiry that may take effect later (the
+		// pending op keeps only the fields of its kind).
+		return s.addPending(pendingOp{kind: in.Kind, session: in.Session, shared: in.Shared, gen: in.Gen, followed: in.followed}), true
+	case !out.OK && (in.Kind == LockAcquire || in.Kind == LockRelease):
+		return s, true
+	}
 	switch in.Kind {
 	case LockAcquire:
-		switch {
-		case out.Unknown:
-			return s.addPending(pendingOp{kind: LockAcquire, session: in.Session, shared: in.Shared}), true
-		case !out.OK:
-			return s, true
-		}
 		return s.acquire(in, out.Gen)
 	case LockRelease:
-		switch {
-		case out.Unknown:
-			return s.addPending(pendingOp{kind: LockRelease, session: in.Session, gen: in.Gen}), true
-		case !out.OK:
-			return s, true
-		}
 		return s.release(in.Session, in.Gen)
 	case LockCheck:
-		switch {
-		case out.Unknown:
-			return s, true
-		case out.OK:
+		if out.OK {
 			if s.mode != modeOf(in.Shared) {
 				return s, false
 			}
@@ -426,13 +419,8 @@ func (s lockState) apply(in LockInput, out LockOutput) (lockState, bool) {
 		// An unseen generation may or may not be in.Gen: the model does
 		// not record which generations it is not.
 		return s, s.mode != modeOf(in.Shared) || s.unbound || s.gen != in.Gen
-	case LockLost:
-		if out.Unknown {
-			return s.addPending(pendingOp{kind: LockLost, session: in.Session, followed: in.followed}), true
-		}
-		return s.lose(in.Session, in.followed), true
 	}
-	panic(fmt.Sprintf("linear: lock operation of unknown kind %d: %+v", in.Kind, in))
+	return s.lose(in.Session, in.followed), true // LockLost
 }
 
 // settle returns the states s can reach by letting some of its pending
@@ -661,46 +649,44 @@ func decodePending(e string) pendingOp {
 	return p
 }
 
-func splitPending(pending string) []pendingOp {
-	if pending == "" {
+// splitList decodes a list that joinList encoded with sep ("" is empty).
+func splitList[T any](s, sep string, decode func(string) T) []T {
+	if s == "" {
 		return nil
 	}
-	parts := strings.Split(pending, ";")
-	out := make([]pendingOp, len(parts))
+	parts := strings.Split(s, sep)
+	out := make([]T, len(parts))
 	for i, part := range parts {
-		out[i] = decodePending(part)
+		out[i] = decode(part)
 	}
 	return out
 }
 
-func joinPending(ps []pendingOp) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = p.encode()
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ";")
-}
-
-func setList(set string) []int {
-	if set == "" {
-		return nil
-	}
-	parts := strings.Split(set, ",")
-	out := make([]int, len(parts))
-	for i, p := range parts {
-		out[i], _ = strconv.Atoi(p)
-	}
-	return out
-}
-
-func setString(list []int) string {
+// joinList encodes list, each element with encode, joined by sep.
+func joinList[T any](list []T, sep string, encode func(T) string) string {
 	parts := make([]string, len(list))
 	for i, v := range list {
-		parts[i] = strconv.Itoa(v)
+		parts[i] = encode(v)
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, sep)
 }
+
+// The pending operations of a lock state, in a canonical order (sorted by
+// encoding) so that equal sets make equal states.
+func splitPending(pending string) []pendingOp { return splitList(pending, ";", decodePending) }
+
+func joinPending(ps []pendingOp) string {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b pendingOp) int { return strings.Compare(a.encode(), b.encode()) })
+	return joinList(ps, ";", pendingOp.encode)
+}
+
+// A set of sessions, kept sorted: "1,4,7".
+func setList(set string) []int {
+	return splitList(set, ",", func(s string) int { n, _ := strconv.Atoi(s); return n })
+}
+
+func setString(list []int) string { return joinList(list, ",", strconv.Itoa) }
 
 func setHas(set string, v int) bool {
 	for _, x := range setList(set) {
@@ -885,10 +871,7 @@ type LockOp struct {
 	// visualization and the failure window (an error, a server).
 	Meta string
 
-	r      *Recorder
-	client int
-	in     LockInput
-	call   int64
+	begun[LockInput]
 }
 
 // BeginLock notes the call of a lock operation by client (a porcupine
@@ -896,7 +879,7 @@ type LockOp struct {
 // Keep lock operations in a Recorder of their own: LockModel checks lock
 // operations only.
 func (r *Recorder) BeginLock(client int, in LockInput) *LockOp {
-	return &LockOp{r: r, client: client, in: in, call: r.Now()}
+	return &LockOp{begun: begin(r, client, in)}
 }
 
 // End notes the return of the operation with its outcome (an Unknown one

@@ -87,18 +87,26 @@ func NewRecorderClock(now func() int64) *Recorder { return &Recorder{now: now} }
 // Now is the recorder's current time.
 func (r *Recorder) Now() int64 { return r.now() }
 
-// Op is an operation under way.
-type Op struct {
+// begun is the call of an operation under way with input type I: the
+// recorder it goes to, the client that made it, its input and its time.
+type begun[I any] struct {
 	r      *Recorder
 	client int
-	in     Input
+	in     I
 	call   int64
 }
+
+func begin[I any](r *Recorder, client int, in I) begun[I] {
+	return begun[I]{r: r, client: client, in: in, call: r.Now()}
+}
+
+// Op is an operation under way.
+type Op struct{ begun[Input] }
 
 // Begin notes the call of an operation by client (a porcupine client id:
 // one per goroutine that runs operations one at a time, from 0).
 func (r *Recorder) Begin(client int, in Input) *Op {
-	return &Op{r: r, client: client, in: in, call: r.Now()}
+	return &Op{begin(r, client, in)}
 }
 
 // Read notes the return of a read with its value. A failed read changed

@@ -33,16 +33,11 @@ const (
 	Stall
 )
 
+var modeNames = [...]string{Pass: "up", Refuse: "refuse", Blackhole: "blackhole", Stall: "stall"}
+
 func (m Mode) String() string {
-	switch m {
-	case Pass:
-		return "up"
-	case Refuse:
-		return "refuse"
-	case Blackhole:
-		return "blackhole"
-	case Stall:
-		return "stall"
+	if m >= 0 && int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }

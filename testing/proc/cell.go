@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -140,9 +141,8 @@ func (s *Server) killQuietly() {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
-	if p != nil && !p.exited() {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+	if p != nil {
+		p.kill()
 	}
 	s.paused.Store(false)
 }
@@ -335,22 +335,18 @@ func (c *Cell) Master(t testing.TB) *Server {
 // other than not (nil: any) and returns it.
 func (c *Cell) WaitMaster(t testing.TB, timeout time.Duration, not *Server) *Server {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	var m *Server
 	why := ""
-	for {
-		m, w := agreedMaster(c.Views(t))
-		if m != nil && m != not {
-			return m
+	if !wait.Until(timeout, wait.Every(20*time.Millisecond, func() bool {
+		m, why = agreedMaster(c.Views(t))
+		if m != nil && m == not {
+			why = fmt.Sprintf("%s is still the master", m.NodeID)
 		}
-		if m != nil {
-			w = fmt.Sprintf("%s is still the master", m.NodeID)
-		}
-		why = w
-		if time.Now().After(deadline) {
-			t.Fatalf("proc: no agreed master within %v: %s", timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return m != nil && m != not
+	})) {
+		t.Fatalf("proc: no agreed master within %v: %s", timeout, why)
 	}
+	return m
 }
 
 // AddServer starts a new server (n<k+1>) that joins the running cell

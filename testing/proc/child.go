@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // Child is a helper process of a test that is neither chubbyd nor chubbysh:
@@ -113,14 +115,7 @@ func (c *Child) Paused() bool { return c.paused.Load() }
 func (c *Child) Done() <-chan struct{} { return c.done }
 
 // Exited reports whether Done is closed.
-func (c *Child) Exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Child) Exited() bool { return wait.Closed(c.done) }
 
 // Wait waits up to timeout for the child to exit and returns its exit code
 // (-1 if a signal ended it); an error if it still runs.

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // ReadyTimeout bounds how long a start or restart waits for the server to
@@ -74,12 +77,14 @@ type serverProc struct {
 	exitedAt time.Time
 }
 
-func (p *serverProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+func (p *serverProc) exited() bool { return wait.Closed(p.done) }
+
+// kill SIGKILLs the process's group, if it still runs, and waits until it
+// is gone.
+func (p *serverProc) kill() {
+	if !p.exited() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
 	}
 }
 
@@ -127,8 +132,7 @@ func newServer(t testing.TB, opts Options, dir string) *Server {
 		s.mu.Unlock()
 		if p != nil && !p.exited() {
 			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+			p.kill()
 		}
 		if t.Failed() {
 			t.Logf("chubbyd %s log (%s), last lines:\n%s", s.NodeID, s.LogPath, tail(s.Log(), 40))
@@ -217,14 +221,33 @@ func (s *Server) launch() (*serverProc, error) {
 // killed.
 func (s *Server) awaitReady(t testing.TB, p *serverProc, deadline time.Time) error {
 	t.Helper()
-	if err := s.waitReady(t, p, deadline); err != nil {
-		if !p.exited() {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		return err
+	err := s.waitReady(t, p, deadline)
+	if err != nil {
+		p.kill()
 	}
-	return nil
+	return err
+}
+
+// exitErr is why p exited before it got to what: a port taken (errBind)
+// or something else.
+func (s *Server) exitErr(p *serverProc, what string) error {
+	if strings.Contains(s.lastStart(), "address already in use") {
+		return fmt.Errorf("%w (%s)", errBind, p.state)
+	}
+	return fmt.Errorf("chubbyd exited before it %s: %s", what, p.state)
+}
+
+// pollProc checks cond every interval until it holds, p exits or deadline
+// passes, and reports whether cond held.
+func pollProc(p *serverProc, deadline time.Time, interval time.Duration, cond func() bool) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	held := false
+	wait.UntilCtx(ctx, wait.Every(interval, func() bool {
+		held = !p.exited() && cond()
+		return held || p.exited()
+	}))
+	return held
 }
 
 // waitReady polls /status until the server serves as master (a member of a
@@ -233,37 +256,31 @@ func (s *Server) awaitReady(t testing.TB, p *serverProc, deadline time.Time) err
 func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) error {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second}
-	for {
-		if p.exited() {
-			if strings.Contains(s.lastStart(), "address already in use") {
-				return fmt.Errorf("%w (%s)", errBind, p.state)
-			}
-			return fmt.Errorf("chubbyd exited before it was ready: %s", p.state)
-		}
-		if s.member && s.knowsMaster(hc) || !s.member && s.statusMaster(hc) {
-			break
-		}
-		if time.Now().After(deadline) {
-			if s.member {
-				return fmt.Errorf("chubbyd does not know a master of its cell by %v", deadline.Format(time.StampMilli))
-			}
-			return fmt.Errorf("chubbyd not serving as master by %v", deadline.Format(time.StampMilli))
-		}
-		time.Sleep(20 * time.Millisecond)
+	ready := pollProc(p, deadline, 20*time.Millisecond, func() bool {
+		return s.member && s.knowsMaster(hc) || !s.member && s.statusMaster(hc)
+	})
+	switch {
+	case p.exited():
+		return s.exitErr(p, "was ready")
+	case !ready && s.member:
+		return fmt.Errorf("chubbyd does not know a master of its cell by %v", deadline.Format(time.StampMilli))
+	case !ready:
+		return fmt.Errorf("chubbyd not serving as master by %v", deadline.Format(time.StampMilli))
 	}
-	for {
-		r := RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
-		if r.Code == 0 {
-			if _, err := OneJSONObject(r.Stdout); err != nil {
-				return fmt.Errorf("readiness check: %v", err)
-			}
-			return nil
+	var r *Result
+	if !pollProc(p, deadline, 50*time.Millisecond, func() bool {
+		r = RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
+		return r.Code == 0
+	}) {
+		if r == nil { // exited before the check could run
+			return s.exitErr(p, "was ready")
 		}
-		if p.exited() || time.Now().After(deadline) {
-			return fmt.Errorf("readiness check failed: %s", r)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("readiness check failed: %s", r)
 	}
+	if _, err := OneJSONObject(r.Stdout); err != nil {
+		return fmt.Errorf("readiness check: %v", err)
+	}
+	return nil
 }
 
 // knowsMaster: /status answers and the server's Hello names a master (itself
@@ -291,17 +308,27 @@ func (s *Server) statusMaster(hc *http.Client) bool {
 	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil && st.Master
 }
 
+// get fetches path from the server's HTTP address, failing t on an error.
+func (s *Server) get(t testing.TB, path string) []byte {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + s.HTTPAddr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return b
+}
+
 // Status fetches /status as a map.
 func (s *Server) Status(t testing.TB) map[string]any {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
-	if err != nil {
-		t.Fatalf("GET /status: %v", err)
-	}
-	defer resp.Body.Close()
 	var st map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	if err := json.Unmarshal(s.get(t, "/status"), &st); err != nil {
 		t.Fatalf("decode /status: %v", err)
 	}
 	return st
@@ -310,17 +337,7 @@ func (s *Server) Status(t testing.TB) map[string]any {
 // Metric reads one unlabelled series from /metrics (0 if it is absent).
 func (s *Server) Metric(t testing.TB, name string) float64 {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + s.HTTPAddr + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read /metrics: %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(s.get(t, "/metrics")), "\n") {
 		if rest, ok := strings.CutPrefix(line, name+" "); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil {
@@ -429,12 +446,7 @@ func (s *Server) waitExit(t testing.TB, p *serverProc) int {
 // Kill sends SIGKILL and waits until the process is gone.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
-	p := s.current(t)
-	if p.exited() {
-		return
-	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
+	s.current(t).kill()
 	s.paused.Store(false)
 }
 
@@ -483,19 +495,27 @@ func (s *Server) Restart(t testing.TB) {
 // connection that happened to get it) is retried for a few seconds.
 func (s *Server) Start(t testing.TB) {
 	t.Helper()
+	s.restart(t, "restart", func() error { return s.start(t) })
+}
+
+// bindRetry is how long a restart retries a port that is still taken.
+const bindRetry = 10 * time.Second
+
+// restart runs attempt, which starts the stopped server, until it succeeds;
+// one that fails because a port is still taken is retried for bindRetry,
+// any other failure fails t at once.
+func (s *Server) restart(t testing.TB, op string, attempt func() error) {
+	t.Helper()
 	if s.Running(t) {
 		t.Fatalf("chubbyd %s is already running", s.NodeID)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := s.start(t)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, errBind) || time.Now().After(deadline) {
-			t.Fatalf("proc: restart chubbyd %s: %v\nlog:\n%s", s.NodeID, err, tail(s.lastStart(), 40))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var err error
+	wait.Until(bindRetry, wait.Every(200*time.Millisecond, func() bool {
+		err = attempt()
+		return !errors.Is(err, errBind)
+	}))
+	if err != nil {
+		t.Fatalf("proc: %s chubbyd %s: %v\nlog:\n%s", op, s.NodeID, err, tail(s.lastStart(), 40))
 	}
 }
 
@@ -506,52 +526,37 @@ func (s *Server) Start(t testing.TB) {
 // while. A port still taken is retried for a few seconds, as Start does.
 func (s *Server) Launch(t testing.TB) {
 	t.Helper()
-	if s.Running(t) {
-		t.Fatalf("chubbyd %s is already running", s.NodeID)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	s.restart(t, "launch", func() error {
 		p, err := s.launch()
 		if err != nil {
-			t.Fatalf("proc: launch chubbyd %s: %v", s.NodeID, err)
+			return err
 		}
-		err = s.waitListening(p, time.Now().Add(ReadyTimeout))
-		if err == nil {
-			return
+		if err = s.waitListening(p, time.Now().Add(ReadyTimeout)); err != nil {
+			p.kill()
 		}
-		if !p.exited() {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		if !errors.Is(err, errBind) || time.Now().After(deadline) {
-			t.Fatalf("proc: launch chubbyd %s: %v\nlog:\n%s", s.NodeID, err, tail(s.lastStart(), 40))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // waitListening polls /status until it answers (every listener of the
 // server is bound by then) or the process exits.
 func (s *Server) waitListening(p *serverProc, deadline time.Time) error {
 	hc := &http.Client{Timeout: time.Second}
-	for {
-		if p.exited() {
-			if strings.Contains(s.lastStart(), "address already in use") {
-				return fmt.Errorf("%w (%s)", errBind, p.state)
-			}
-			return fmt.Errorf("chubbyd exited before it listened: %s", p.state)
+	listening := pollProc(p, deadline, 20*time.Millisecond, func() bool {
+		resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+		if err != nil {
+			return false
 		}
-		if resp, err := hc.Get("http://" + s.HTTPAddr + "/status"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("chubbyd /status not answering by %v", deadline.Format(time.StampMilli))
-		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	switch {
+	case p.exited():
+		return s.exitErr(p, "listened")
+	case !listening:
+		return fmt.Errorf("chubbyd /status not answering by %v", deadline.Format(time.StampMilli))
 	}
+	return nil
 }
 
 // Sh runs `chubbysh -cell RPCADDR args...` to completion (DefaultShTimeout).

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // DefaultShTimeout bounds a synchronous chubbysh run: a shell still running
@@ -371,14 +373,7 @@ func (sh *Shell) waitFor(timeout time.Duration) (int, bool) {
 }
 
 // Exited reports whether the shell has exited.
-func (sh *Shell) Exited() bool {
-	select {
-	case <-sh.done:
-		return true
-	default:
-		return false
-	}
-}
+func (sh *Shell) Exited() bool { return wait.Closed(sh.done) }
 
 // ExitedAt is when the harness saw the shell exit (zero while it runs).
 func (sh *Shell) ExitedAt() time.Time {

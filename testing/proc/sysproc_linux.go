@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // sysProcAttr puts a child in its own process group (so the harness can end
@@ -19,20 +21,15 @@ func sysProcAttr() *syscall.SysProcAttr {
 // waitStopped waits until every thread of process pid is in the stopped
 // state (T in /proc/PID/task/TID/stat).
 func waitStopped(pid int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		running, err := runningThreads(pid)
-		if err != nil {
-			return err
-		}
-		if len(running) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("threads %v of process %d still not stopped after %v", running, pid, timeout)
-		}
-		time.Sleep(time.Millisecond)
+	var running []string
+	var err error
+	if wait.Until(timeout, func() bool {
+		running, err = runningThreads(pid)
+		return err != nil || len(running) == 0
+	}) {
+		return err
 	}
+	return fmt.Errorf("threads %v of process %d still not stopped after %v", running, pid, timeout)
 }
 
 // runningThreads are the threads of pid not in a stopped state.

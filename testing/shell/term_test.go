@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
@@ -267,8 +268,7 @@ func (tm *term) waitCooked() {
 	if err != nil {
 		tm.t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
+	wait.For(tm.t, waitFor, "the terminal to leave raw mode", func() bool {
 		var lflag uint32
 		var ierr error
 		if err := rc.Control(func(fd uintptr) {
@@ -281,14 +281,8 @@ func (tm *term) waitCooked() {
 		}); err != nil || ierr != nil {
 			tm.t.Fatalf("read the terminal's modes: %v %v", err, ierr)
 		}
-		if lflag&unix.ISIG != 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tm.t.Fatalf("the terminal is still in raw mode after %v", waitFor)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return lflag&unix.ISIG != 0
+	})
 }
 
 // wait waits for the shell to exit and returns its exit code.

@@ -7,6 +7,10 @@
 //	Never(t, 200*time.Millisecond, ...) asserts a condition stays false
 //	Sleep(ctx, d)                       pacing (think time, a schedule's next
 //	                                    event) that a cancelled ctx cuts short
+//	Closed(done)                        whether a done channel is closed, now
+//	For(t, 0, "the master", Every(50*time.Millisecond, costly))
+//	                                    a condition too costly to check every
+//	                                    few milliseconds (it runs a process)
 //
 // Lease and lock-delay deadlines are moved by a manual clock in unit tests,
 // not waited for; this package is for the parts no clock controls.
@@ -81,6 +85,31 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		return false
+	}
+}
+
+// Every paces cond for For, Until, UntilCtx or Never: each check starts at
+// least interval after the previous one. It is for a condition that is
+// costly to check (it starts a process, runs a round of RPCs), which their
+// millisecond polling would run back to back and so load the machine the
+// cell under test runs on. A wait may overrun its timeout by one interval.
+func Every(interval time.Duration, cond func() bool) func() bool {
+	var last time.Time
+	return func() bool {
+		time.Sleep(time.Until(last.Add(interval))) // pacing, not synchronisation
+		last = time.Now()
+		return cond()
+	}
+}
+
+// Closed reports, without waiting, whether ch is closed: whether what a
+// done or stop channel stands for has happened.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
 		return false
 	}
 }
