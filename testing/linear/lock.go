@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // LockKind is the kind of a lock operation.
@@ -52,12 +53,7 @@ const (
 
 var lockKindNames = [...]string{LockAcquire: "acquire", LockRelease: "release", LockCheck: "check", LockLost: "lost"}
 
-func (k LockKind) String() string {
-	if k > 0 && int(k) < len(lockKindNames) {
-		return lockKindNames[k]
-	}
-	return fmt.Sprintf("LockKind(%d)", int(k))
-}
+func (k LockKind) String() string { return enum.Name(lockKindNames[:], k, "LockKind") }
 
 // LockInput is a lock operation on the lock node Lock (a path) on behalf
 // of session Session. Shared is the mode (of Acquire and Check); Gen is the

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // Mode is what a Link does with the connections it carries.
@@ -35,12 +37,7 @@ const (
 
 var modeNames = [...]string{Pass: "up", Refuse: "refuse", Blackhole: "blackhole", Stall: "stall"}
 
-func (m Mode) String() string {
-	if m >= 0 && int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
+func (m Mode) String() string { return enum.Name(modeNames[:], m, "Mode") }
 
 // DialTimeout bounds a dial to the target; a connection whose target could
 // not be dialled is closed.
