@@ -25,6 +25,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/linear"
 	"github.com/chubby-dev/chubby/testing/nemesis"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/proc"
 )
 
@@ -210,8 +211,8 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	for i, s := range servers {
 		rpcAddrs[i] = s.RPCAddr
 	}
-	store, err := StartStore(true)
-	if err != nil {
+	store := core.NewCounterStore(true, MonoNow)
+	if err := store.Serve(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
@@ -309,7 +310,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 			t.Fatal(err)
 		}
 		cfg := lockConfig
-		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed, cfg.Fenced = i, addrs, store.Addr(), lockPath, seed, fencedPath
+		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed, cfg.Fenced = i, addrs, store.URL(), lockPath, seed, fencedPath
 		workers[i] = StartWorker(t, cfg)
 	}
 	stopWorkers := func() {
@@ -420,16 +421,16 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	}()
 
 	// Fencing.
-	var events []Event
+	var events []core.Event
 	for _, w := range workers {
 		events = append(events, w.Events()...)
 	}
-	holds := HoldsFrom(events, h.At)
-	ops, final, rejected := store.Snapshot()
+	holds := core.HoldsFrom(events, h.At)
+	ops, final, rejected := core.CounterSnapshot(store)
 	ls := lockStats(events, workers)
 	t.Logf("seed %d locks: %d holds, %d increments admitted (counter %d), store refused %d stale operations; %s",
 		seed, len(holds), countWrites(ops), final, rejected, ls)
-	for i, v := range CheckFencing(holds, ops, final) {
+	for i, v := range core.CheckFencing(holds, ops, final) {
 		if i == 20 {
 			t.Errorf("seed %d: fencing: ... and more", seed)
 			break
@@ -439,7 +440,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	if countWrites(ops) == 0 {
 		t.Errorf("seed %d: the fencing workload admitted no increment", seed)
 	}
-	cwrites := CellWritesFrom(events, h.At)
+	cwrites := core.CellWritesFrom(events, h.At)
 	cwOK, cwBad := 0, 0
 	for _, w := range cwrites {
 		switch {
@@ -455,7 +456,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 		}
 	}
 	t.Logf("seed %d fenced cell writes: %d committed, %d refused by the cell (stale sequencer), %d unknown", seed, cwOK, cwBad, len(cwrites)-cwOK-cwBad)
-	for _, v := range CheckCellFencing(holds, cwrites) {
+	for _, v := range core.CheckCellFencing(holds, cwrites) {
 		t.Errorf("seed %d: cell fencing: %s", seed, v)
 	}
 	if cwOK == 0 {
@@ -486,7 +487,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 		linear.Check(t, nemesis.CASRegisterModel, h.History(), h.Annotations()...)
 	})
 	t.Run("lock", func(t *testing.T) {
-		linear.Check(t, linear.LockModel, LockHistory(events, lockPath, h.At), h.Annotations()...)
+		linear.Check(t, linear.LockModel, core.LockHistory(events, lockPath, h.At), h.Annotations()...)
 	})
 	t.Logf("seed %d took %v: setup %v, schedule %v, heal and progress %v, checks %v", seed, time.Since(began).Round(time.Millisecond),
 		setupTook.Round(time.Millisecond), p.Duration, healTook.Round(time.Millisecond), time.Since(checkStart).Round(time.Millisecond))
@@ -551,7 +552,7 @@ func kindCounts(m map[Kind]int) string {
 	return strings.Join(parts, " ")
 }
 
-func countWrites(ops []StoreOp) int {
+func countWrites(ops []core.StoreOp) int {
 	n := 0
 	for _, op := range ops {
 		if op.Write {
@@ -565,7 +566,7 @@ func countWrites(ops []StoreOp) int {
 // pauses that landed inside a hold: a worker stopped between its read of
 // the counter and its write, whose write on waking the store refused
 // (fencing at work) or admitted (the lock had not moved on).
-func lockStats(events []Event, workers []*WorkerProc) string {
+func lockStats(events []core.Event, workers []*WorkerProc) string {
 	acqFail, lost, refused, checks, invalid := 0, 0, 0, 0, 0
 	whys := map[string]int{}
 	for _, e := range events {
@@ -649,15 +650,15 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup.Close()
-	store, err := StartStore(false)
-	if err != nil {
+	store := core.NewCounterStore(false, MonoNow)
+	if err := store.Serve(); err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
 	workers := make([]*WorkerProc, 2)
 	for i := range workers {
 		cfg := lockConfig
-		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed = i, c.AddrList(), store.Addr(), lockPath, 1
+		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed = i, c.AddrList(), store.URL(), lockPath, 1
 		workers[i] = StartWorker(t, cfg)
 	}
 	w := workers[0]
@@ -682,12 +683,12 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var events []Event
+	var events []core.Event
 	for _, w := range workers {
 		events = append(events, w.Events()...)
 	}
-	ops, final, _ := store.Snapshot()
-	bad := CheckFencing(HoldsFrom(events, func(x int64) int64 { return x }), ops, final)
+	ops, final, _ := core.CounterSnapshot(store)
+	bad := core.CheckFencing(core.HoldsFrom(events, func(x int64) int64 { return x }), ops, final)
 	t.Logf("unfenced: %d increments admitted, counter %d; %s; %d violations, first: %.200q", countWrites(ops), final, lockStats(events, workers[:1]), len(bad), append(bad, "")[0])
 	if all := strings.Join(bad, "\n"); !strings.Contains(all, "does not follow its own hold's read") && !strings.Contains(all, "lost or repeated") {
 		t.Fatalf("the unfenced store lost no increment under a pause past the lease; violations: %q", bad)

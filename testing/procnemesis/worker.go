@@ -10,12 +10,13 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/testing/fencedstore"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -30,7 +31,7 @@ type WorkerConfig struct {
 	// Servers are the worker's own proxies, one per server: its only way
 	// to the cell.
 	Servers []string `json:"servers"`
-	// Store is the fenced store's address (host:port).
+	// Store is the fenced store's URL (testing/fencedstore).
 	Store string `json:"store"`
 	// Lock is the path of the lock file.
 	Lock string `json:"lock"`
@@ -47,53 +48,6 @@ type WorkerConfig struct {
 	// sequencer (client.WithSequencer: the cell commits it only if the
 	// sequencer is still valid then).
 	Fenced string `json:"fenced,omitempty"`
-}
-
-// Event is one line of a worker's stdout: an operation it finished, with
-// its call and return times on MonoNow's clock.
-//
-//	session  a session was created (Session; Call..Ret the Dial)
-//	acq      Acquire of the lock: OK with Gen, or Err
-//	read     fenced read of the counter from the store: OK with Value, or
-//	         Refused (stale sequencer), or Err
-//	check    CheckSequencer of the hold's sequencer: OK is its answer
-//	         (valid) unless Err says it failed
-//	write    fenced write of Value to the store: OK, Refused, or Err
-//	cwrite   sequencer-fenced write of Data to the cell file Fenced: OK,
-//	         or BadSeq (the cell found the sequencer invalid), or Err. One
-//	         that failed because the session ended is tried once more
-//	         through the next session with the same sequencer (Hold and
-//	         Gen are the old hold's, Session the new one's)
-//	rel      Release: OK, or Err
-//	lost     the session ended without Close (expired): Call is the last
-//	         time the worker knew it alive (the call time of its last
-//	         successful call that needs a live session), Ret when it
-//	         learned
-//	exit     the worker stops (after its stdin closed and its session was
-//	         closed)
-//
-// An acq that failed because its context ended has Cancelled set: the
-// client then asked the master to drop the request, which gives back the
-// lock if the grant raced the cancel.
-type Event struct {
-	Ev      string `json:"ev"`
-	Worker  int    `json:"w"`
-	Hold    int    `json:"h,omitempty"`
-	Session uint64 `json:"s,omitempty"`
-	Gen     uint64 `json:"g,omitempty"`
-	Call    int64  `json:"c"`
-	Ret     int64  `json:"r"`
-	OK      bool   `json:"ok,omitempty"`
-	Value   int    `json:"v,omitempty"`
-	Data    string `json:"d,omitempty"`
-	Refused bool   `json:"refused,omitempty"`
-	// Err is the error of a failed call; Expired, NotHeld, Cancelled and
-	// BadSeq classify it.
-	Err       string `json:"err,omitempty"`
-	Expired   bool   `json:"expired,omitempty"`
-	NotHeld   bool   `json:"not_held,omitempty"`
-	Cancelled bool   `json:"cancelled,omitempty"`
-	BadSeq    bool   `json:"bad_seq,omitempty"`
 }
 
 // RunWorkerIfAsked runs a lock-client worker and exits the process if
@@ -118,7 +72,7 @@ type worker struct {
 	rng   *rand.Rand
 	out   io.Writer
 	outMu sync.Mutex
-	store *http.Client
+	store fencedstore.Client
 	log   hclog.Logger
 	stop  atomic.Bool
 
@@ -142,7 +96,7 @@ type zombieWrite struct {
 
 func runWorker(cfg WorkerConfig, stdin io.Reader, stdout io.Writer) int {
 	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))), out: stdout,
-		store: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}},
+		store: fencedstore.Client{URL: cfg.Store, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}}},
 		log:   hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("lockworker%d", cfg.ID), Level: hclog.Warn, Output: os.Stderr})}
 	stopped := make(chan struct{})
 	go func() {
@@ -157,11 +111,11 @@ func runWorker(cfg WorkerConfig, stdin io.Reader, stdout io.Writer) int {
 		w.cl.Close()
 	}
 	now := MonoNow()
-	w.emit(Event{Ev: "exit", Call: now, Ret: now})
+	w.emit(core.Event{Ev: "exit", Call: now, Ret: now})
 	return 0
 }
 
-func (w *worker) emit(e Event) {
+func (w *worker) emit(e core.Event) {
 	e.Worker = w.cfg.ID
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -174,15 +128,6 @@ func (w *worker) emit(e Event) {
 	}
 }
 
-// errEvent fills an event's error fields.
-func errEvent(e *Event, err error) {
-	e.Err = err.Error()
-	e.Expired = errors.Is(err, client.ErrSessionExpired)
-	e.NotHeld = errors.Is(err, client.ErrNotHeld)
-	e.Cancelled = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	e.BadSeq = errors.Is(err, client.ErrBadSequencer)
-}
-
 // session makes sure the worker has a live session and a handle on the
 // lock; false if it has none now (it retries on the next iteration).
 func (w *worker) session(stopped <-chan struct{}) bool {
@@ -190,7 +135,7 @@ func (w *worker) session(stopped <-chan struct{}) bool {
 		select {
 		case <-w.cl.Done():
 			now := MonoNow()
-			w.emit(Event{Ev: "lost", Session: w.cl.Session().ID, Call: w.lastAlive, Ret: now})
+			w.emit(core.Event{Ev: "lost", Session: w.cl.Session().ID, Call: w.lastAlive, Ret: now})
 			w.cl.Close()
 			w.cl, w.h = nil, nil
 		default:
@@ -214,7 +159,7 @@ func (w *worker) session(stopped <-chan struct{}) bool {
 			return false
 		}
 		w.cl, w.lastAlive = cl, call
-		w.emit(Event{Ev: "session", Session: cl.Session().ID, Call: call, Ret: MonoNow(), OK: true})
+		w.emit(core.Event{Ev: "session", Session: cl.Session().ID, Call: call, Ret: MonoNow(), OK: true})
 	}
 	if w.h == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -243,13 +188,13 @@ func (w *worker) iterate(stopped <-chan struct{}) {
 		w.hold = hold
 	}
 	w.hold++
-	acq := Event{Ev: "acq", Hold: w.hold, Session: sid, Call: MonoNow()}
+	acq := core.Event{Ev: "acq", Hold: w.hold, Session: sid, Call: MonoNow()}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err := w.h.Acquire(ctx, client.Exclusive)
 	cancel()
 	acq.Ret = MonoNow()
 	if err != nil {
-		errEvent(&acq, err)
+		core.ErrEvent(&acq, err)
 		w.emit(acq)
 		// Not a spin: an Acquire whose cancel did not reach the master
 		// leaves its request queued, and the next one is refused at once
@@ -266,13 +211,13 @@ func (w *worker) iterate(stopped <-chan struct{}) {
 
 	w.critical(seq, sid)
 
-	rel := Event{Ev: "rel", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
+	rel := core.Event{Ev: "rel", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	err = w.h.Release(ctx)
 	cancel()
 	rel.Ret = MonoNow()
 	if err != nil {
-		errEvent(&rel, err)
+		core.ErrEvent(&rel, err)
 	} else {
 		rel.OK, w.lastAlive = true, rel.Call
 	}
@@ -283,12 +228,12 @@ func (w *worker) iterate(stopped <-chan struct{}) {
 // critical is the hold's work: fenced read, think, (maybe CheckSequencer,)
 // fenced cell write, fenced store write of read+1.
 func (w *worker) critical(seq client.Sequencer, sid uint64) {
-	rd := Event{Ev: "read", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
-	v, refused, err := w.storeCall(http.MethodGet, seq, 0)
+	rd := core.Event{Ev: "read", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
+	v, refused, err := w.storeRead(seq)
 	rd.Ret = MonoNow()
 	switch {
 	case err != nil:
-		errEvent(&rd, err)
+		core.ErrEvent(&rd, err)
 	case refused:
 		rd.Refused = true
 	default:
@@ -302,13 +247,13 @@ func (w *worker) critical(seq client.Sequencer, sid uint64) {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(w.cfg.Think))))
 	}
 	if w.rng.IntN(4) == 0 {
-		ck := Event{Ev: "check", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
+		ck := core.Event{Ev: "check", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		valid, err := w.cl.CheckSequencer(ctx, seq)
 		cancel()
 		ck.Ret = MonoNow()
 		if err != nil {
-			errEvent(&ck, err)
+			core.ErrEvent(&ck, err)
 		} else {
 			ck.OK = valid
 		}
@@ -319,12 +264,12 @@ func (w *worker) critical(seq client.Sequencer, sid uint64) {
 		// its read meets both fences on waking.
 		w.cellWrite(seq, sid, fmt.Sprintf("w%d-h%d-v%d", w.cfg.ID, w.hold, v+1), true)
 	}
-	wr := Event{Ev: "write", Hold: w.hold, Session: sid, Gen: seq.Gen, Value: v + 1, Call: MonoNow()}
-	_, refused, err = w.storeCall(http.MethodPut, seq, v+1)
+	wr := core.Event{Ev: "write", Hold: w.hold, Session: sid, Gen: seq.Gen, Value: v + 1, Call: MonoNow()}
+	refused, err = w.storeWrite(seq, v+1)
 	wr.Ret = MonoNow()
 	switch {
 	case err != nil:
-		errEvent(&wr, err)
+		core.ErrEvent(&wr, err)
 	case refused:
 		wr.Refused = true
 	default:
@@ -338,13 +283,13 @@ func (w *worker) critical(seq client.Sequencer, sid uint64) {
 // fails because the session ended and retry is set, it is kept for the
 // next session (zombie).
 func (w *worker) cellWrite(seq client.Sequencer, sid uint64, data string, retry bool) {
-	cw := Event{Ev: "cwrite", Hold: w.hold, Session: sid, Gen: seq.Gen, Data: data, Call: MonoNow()}
+	cw := core.Event{Ev: "cwrite", Hold: w.hold, Session: sid, Gen: seq.Gen, Data: data, Call: MonoNow()}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_, err := w.cl.WriteFile(ctx, w.cfg.Fenced, []byte(data), client.WithSequencer(seq))
 	cancel()
 	cw.Ret = MonoNow()
 	if err != nil {
-		errEvent(&cw, err)
+		core.ErrEvent(&cw, err)
 		if cw.Expired && retry {
 			w.zombie = &zombieWrite{hold: w.hold, seq: seq, data: data + "-zombie"}
 		}
@@ -354,37 +299,25 @@ func (w *worker) cellWrite(seq client.Sequencer, sid uint64, data string, retry 
 	w.emit(cw)
 }
 
-// storeCall reads (GET) or writes (PUT value) the store's counter carrying
-// seq. refused: the store's guard rejected seq as stale.
-func (w *worker) storeCall(method string, seq client.Sequencer, value int) (v int, refused bool, err error) {
-	var body io.Reader
-	if method == http.MethodPut {
-		body = strings.NewReader(strconv.Itoa(value))
-	}
-	req, err := http.NewRequest(method, "http://"+w.cfg.Store+"/counter", body)
-	if err != nil {
-		return 0, false, err
-	}
-	req.Header.Set(SequencerHeader, seq.String())
-	req.Header.Set(HoldHeader, fmt.Sprintf("%d/%d", w.cfg.ID, w.hold))
-	resp, err := w.store.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false, err
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusConflict:
+// storeRead reads the store's counter carrying seq. refused: the store's
+// guard rejected seq as stale.
+func (w *worker) storeRead(seq client.Sequencer) (v int, refused bool, err error) {
+	s, err := w.store.Read(core.CounterKey, seq, fencedstore.Tag{Worker: w.cfg.ID, Hold: w.hold})
+	if errors.Is(err, fencedstore.ErrStale) {
 		return 0, true, nil
-	default:
-		return 0, false, fmt.Errorf("store: %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
-	if method == http.MethodGet {
-		v, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, false, err
 	}
+	v, err = strconv.Atoi(s)
 	return v, false, err
+}
+
+// storeWrite writes value to the store's counter carrying seq.
+func (w *worker) storeWrite(seq client.Sequencer, value int) (refused bool, err error) {
+	err = w.store.Write(core.CounterKey, strconv.Itoa(value), seq, fencedstore.Tag{Worker: w.cfg.ID, Hold: w.hold})
+	if errors.Is(err, fencedstore.ErrStale) {
+		return true, nil
+	}
+	return false, err
 }
