@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
@@ -399,4 +401,94 @@ func LockHistory(events []Event, lock string, at func(int64) int64) []porcupine.
 		}
 	}
 	return ops
+}
+
+// EventLog collects lock workers' events from any goroutine, stamped on
+// one clock (Now).
+type EventLog struct {
+	Now func() int64
+
+	mu     sync.Mutex
+	events []Event
+}
+
+// Add appends e.
+func (l *EventLog) Add(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// Events are the events so far, in the order they were added.
+func (l *EventLog) Events() []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Event(nil), l.events...)
+}
+
+// LockCounts summarises lock workers' events.
+type LockCounts struct {
+	Holds, Reads, Writes, Refused, AcquireFailed, Lost, Checks, Invalid int
+	// PausedMid counts pause events (a worker stopped between its read and
+	// its write), PausedRefused those whose write the store refused on
+	// waking.
+	PausedMid, PausedRefused int
+	AcquireErrors            map[string]int // failed Acquires by error, numbers left out
+}
+
+// CountLocks counts the events.
+func CountLocks(events []Event) LockCounts {
+	c := LockCounts{AcquireErrors: map[string]int{}}
+	type key struct{ w, h int }
+	paused := map[key]bool{}
+	for _, e := range events {
+		switch {
+		case e.Ev == "acq" && e.OK:
+			c.Holds++
+		case e.Ev == "acq":
+			c.AcquireFailed++
+			c.AcquireErrors[errClass(e.Err)]++
+		case e.Ev == "lost":
+			c.Lost++
+		case (e.Ev == "read" || e.Ev == "write") && e.Refused:
+			c.Refused++
+			if e.Ev == "write" && paused[key{e.Worker, e.Hold}] {
+				c.PausedRefused++
+			}
+		case e.Ev == "read" && e.OK:
+			c.Reads++
+		case e.Ev == "write" && e.OK:
+			c.Writes++
+		case e.Ev == "check" && e.Err == "":
+			c.Checks++
+			if !e.OK {
+				c.Invalid++
+			}
+		case e.Ev == "pause":
+			c.PausedMid++
+			paused[key{e.Worker, e.Hold}] = true
+		}
+	}
+	return c
+}
+
+func (c LockCounts) String() string {
+	var why []string
+	for w, n := range c.AcquireErrors {
+		why = append(why, fmt.Sprintf("%d× %s", n, w))
+	}
+	sort.Strings(why)
+	return fmt.Sprintf("%d holds, %d reads and %d writes admitted by the store, %d store calls refused, %d acquires failed (%s), %d sessions lost, %d sequencer checks (%d invalid)",
+		c.Holds, c.Reads, c.Writes, c.Refused, c.AcquireFailed, strings.Join(why, "; "), c.Lost, c.Checks, c.Invalid)
+}
+
+// errClass is an error message without its numbers (session ids,
+// generations, addresses), to count errors by kind.
+func errClass(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, msg)
 }
