@@ -1,26 +1,3 @@
-// Package fencedstore is a small key-value store that embeds
-// client/fence.Guard, the way a downstream store protects itself from lock
-// holders that were superseded (Chubby §2.4; Kleppmann's fencing tokens).
-// It is the downstream store of every fencing test: fencedstore's own
-// pause test, and the fenced counter of both nemeses (testing/nemesis
-// calls it in memory, testing/procnemesis's lock-worker processes over
-// HTTP).
-//
-//	caller ──Read/Write(key, sequencer, tag)──▶ Store ──fence.Guard──▶ data
-//	   │ (in memory)                             │ admitted ops logged (Log)
-//	   └─HTTP: Client ──GET/PUT /KEY────────────▶┘ (Serve)
-//
-// An operation carrying a sequencer goes through the guard, which refuses
-// (ErrStale; 409 Conflict over HTTP) a sequencer older than the newest it
-// has seen for its lock — reads too: a fenced read is what keeps a
-// superseded holder that read before the new holder from writing after it.
-// Every admitted operation that carried a sequencer is logged in admission
-// order, with the caller's Tag (worker, hold) and the time on the store's
-// clock. Over HTTP, PUT /KEY carries the value as body, the sequencer in
-// the X-Chubby-Sequencer header and the tag in X-Hold ("WORKER/HOLD");
-// GET /KEY returns the value, fenced if it carries a sequencer. With
-// fencing off sequencers are ignored: the store behaves like one that
-// trusts lock holders, to show the hazard (the negative control).
 package fencedstore
 
 import (
@@ -44,6 +21,18 @@ const (
 
 // ErrStale is returned for an operation whose sequencer the guard refused.
 var ErrStale = fence.ErrStale
+
+// ErrNotFound is returned by a read of a key that has no value.
+var ErrNotFound = errors.New("no such key")
+
+// Fenced is a store operated with sequencers: a Store in memory, or a
+// Client of a served one.
+type Fenced interface {
+	// Read reads key carrying seq and tag (a fenced read).
+	Read(key string, seq fs.Sequencer, tag Tag) (string, error)
+	// Write writes key carrying seq and tag.
+	Write(key, value string, seq fs.Sequencer, tag Tag) error
+}
 
 // Tag names who made an operation, for the log: a worker and its hold.
 type Tag struct{ Worker, Hold int }
@@ -141,18 +130,32 @@ func (s *Store) Log() []Op {
 	return append([]Op(nil), s.log...)
 }
 
-// Read returns key's value (found false if it has none), admitted by the
-// guard if seq is not nil.
-func (s *Store) Read(key string, seq *fs.Sequencer, tag Tag) (v string, found bool, err error) {
+// Read returns key's value if the guard admits seq: ErrStale if it does
+// not, ErrNotFound if key has no value.
+func (s *Store) Read(key string, seq fs.Sequencer, tag Tag) (string, error) {
+	return s.read(key, &seq, tag)
+}
+
+// Write sets key to value if the guard admits seq (ErrStale otherwise).
+func (s *Store) Write(key, value string, seq fs.Sequencer, tag Tag) error {
+	return s.write(key, value, &seq, tag)
+}
+
+// read returns key's value, admitted by the guard if seq is not nil.
+func (s *Store) read(key string, seq *fs.Sequencer, tag Tag) (v string, err error) {
+	found := false
 	err = s.admit(seq, func() {
 		v, found = s.data[key]
 		s.logLocked(Op{Key: key, Worker: tag.Worker, Hold: tag.Hold, Value: v}, seq)
 	})
-	return v, found, err
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return v, err
 }
 
-// Write sets key to value, admitted by the guard if seq is not nil.
-func (s *Store) Write(key, value string, seq *fs.Sequencer, tag Tag) error {
+// write sets key to value, admitted by the guard if seq is not nil.
+func (s *Store) write(key, value string, seq *fs.Sequencer, tag Tag) error {
 	return s.admit(seq, func() {
 		s.data[key] = value
 		s.admitted++
@@ -214,12 +217,7 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
 		var v string
-		var found bool
-		if v, found, err = s.Read(key, seq, tag); err == nil {
-			if !found {
-				http.NotFound(w, r)
-				return
-			}
+		if v, err = s.read(key, seq, tag); err == nil {
 			io.WriteString(w, v)
 			return
 		}
@@ -229,7 +227,7 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, rerr.Error(), http.StatusBadRequest)
 			return
 		}
-		if err = s.Write(key, string(body), seq, tag); err == nil {
+		if err = s.write(key, string(body), seq, tag); err == nil {
 			return
 		}
 	default:
@@ -237,8 +235,11 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusBadRequest
-	if errors.Is(err, fence.ErrStale) {
+	switch {
+	case errors.Is(err, fence.ErrStale):
 		code = http.StatusConflict
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
 	}
 	http.Error(w, err.Error(), code)
 }
@@ -305,6 +306,8 @@ func (c Client) do(method, key, value string, seq *fs.Sequencer, tag *Tag) (stri
 		return string(b), nil
 	case http.StatusConflict:
 		return "", fmt.Errorf("%w: %s", ErrStale, msg)
+	case http.StatusNotFound:
+		return "", fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	return "", fmt.Errorf("%s %s: %s: %s", method, key, resp.Status, msg)
 }

@@ -30,7 +30,7 @@ func TestStoreFences(t *testing.T) {
 		if fenced != errors.Is(err, fencedstore.ErrStale) || (!fenced && v != "1") {
 			t.Fatalf("fenced=%v: read with an older sequencer over HTTP: %q %v", fenced, v, err)
 		}
-		_, _, err = s.Read("counter", &[]fs.Sequencer{seq(3)}[0], fencedstore.Tag{Worker: 1, Hold: 3})
+		_, err = s.Read("counter", seq(3), fencedstore.Tag{Worker: 1, Hold: 3})
 		if fenced != errors.Is(err, fencedstore.ErrStale) {
 			t.Fatalf("fenced=%v: read with an older sequencer in memory: %v", fenced, err)
 		}
@@ -43,6 +43,9 @@ func TestStoreFences(t *testing.T) {
 		if len(ops) != wantOps || s.Value("counter") != "1" || rejected != wantRejected ||
 			ops[0] != (fencedstore.Op{Key: "counter", Worker: 0, Hold: 1, Gen: 5, Write: true, Value: "1", At: 7}) {
 			t.Fatalf("fenced=%v: ops %+v counter %q rejected %d", fenced, ops, s.Value("counter"), rejected)
+		}
+		if _, err := c.Read("missing", seq(9), fencedstore.Tag{}); !errors.Is(err, fencedstore.ErrNotFound) {
+			t.Fatalf("fenced=%v: read of a missing key: %v", fenced, err)
 		}
 		s.Close()
 	}

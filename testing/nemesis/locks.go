@@ -3,9 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -35,11 +33,12 @@ var LockPauseMin = LockConfig.SessionTTL + LockConfig.Grace + LockConfig.LockDel
 // LockPause is the pause of the negative control (TestUnfencedPauseLosesIncrement).
 var LockPause = LockConfig.SessionTTL + LockConfig.Grace + LockConfig.LockDelay + 1500*time.Millisecond
 
-// LockWorker is one in-process client of the fencing workload: it loops
-// lock → fenced read of the counter from Store → think (one time in four a
-// CheckSequencer) → fenced write of counter+1 → release, through its own
-// proxies to the servers (so the nemesis can silence it), and reports each
-// step to Events as a core.Event — the same events as testing/procnemesis's
+// LockWorker is one in-process client of the fencing workload: it runs
+// core.LockCycle hold after hold — lock → fenced read of the counter from
+// Store → think (one time in four a CheckSequencer) → maybe a pause →
+// fenced write of counter+1 → release — through its own proxies to the
+// servers (so the nemesis can silence it), and reports each step to Events
+// as a core.Event: the same cycle and events as testing/procnemesis's
 // worker processes, checked by the same core.CheckFencing and
 // core.LockHistory.
 type LockWorker struct {
@@ -47,7 +46,7 @@ type LockWorker struct {
 	Path    string
 	Proxies []*cell.Proxy
 	Log     hclog.Logger
-	Store   *fencedstore.Store
+	Store   fencedstore.Fenced
 	Events  *core.EventLog
 	// Clock is the lease clock of the worker's sessions (nil: the real
 	// clock). A pause freezes it; on resume it jumps by the pause.
@@ -62,8 +61,6 @@ type LockWorker struct {
 	pauseReq bool
 	frozen   bool // the pause was taken and froze Clock
 	resume   chan struct{}
-
-	hold int
 }
 
 // Pause asks the worker to stop at its next point between reading the
@@ -199,11 +196,19 @@ func (w *LockWorker) lost() {
 	w.emit(e)
 }
 
-// Run loops until ctx is done.
+// Run loops until ctx is done: a session (dialled again when it ended),
+// a handle on the lock, and hold after hold (core.LockCycle).
 func (w *LockWorker) Run(ctx context.Context, rng *rand.Rand) {
 	for _, p := range w.Proxies {
 		p.OnReply(w.observe)
 	}
+	cycle := &core.LockCycle{Worker: w.ID, Now: w.now, Store: w.Store, Think: 3 * time.Millisecond, Emit: w.emit, Alive: w.alive,
+		BeforeWrite: func(seq client.Sequencer, sid uint64, hold, _ int) {
+			if w.gate() {
+				now := w.now()
+				w.emit(core.Event{Ev: "pause", Hold: hold, Session: sid, Gen: seq.Gen, Call: now, Ret: now})
+			}
+		}}
 	var cl *client.Client
 	var h *client.Handle
 	defer func() {
@@ -212,7 +217,7 @@ func (w *LockWorker) Run(ctx context.Context, rng *rand.Rand) {
 			cl.Close()
 		}
 	}()
-	for ctx.Err() == nil {
+	for hold := 1; ctx.Err() == nil; {
 		if cl != nil && sessionOver(cl) {
 			w.lost()
 			cl.Close()
@@ -234,92 +239,9 @@ func (w *LockWorker) Run(ctx context.Context, rng *rand.Rand) {
 				continue
 			}
 		}
-		w.hold++
-		sid := cl.Session().ID
-		acq := core.Event{Ev: "acq", Hold: w.hold, Session: sid, Call: w.now()}
-		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := h.Acquire(actx, client.Exclusive)
-		cancel()
-		acq.Ret = w.now()
-		if err != nil {
-			core.ErrEvent(&acq, err)
-			w.emit(acq)
-			continue
-		}
-		// Sequencer fails only once Release ran; Acquire just set it.
-		seq, err := h.Sequencer()
-		if err != nil {
-			panic(fmt.Sprintf("lock worker %d: no sequencer right after Acquire: %v", w.ID, err))
-		}
-		acq.OK, acq.Gen = true, seq.Gen
-		w.alive(acq.Call)
-		w.emit(acq)
-		w.incr(ctx, cl, seq, sid, rng)
-		rel := core.Event{Ev: "rel", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: w.now()}
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = h.Release(rctx)
-		cancel()
-		rel.Ret = w.now()
-		if err != nil {
-			core.ErrEvent(&rel, err)
-		} else {
-			rel.OK = true
-			w.alive(rel.Call)
-		}
-		w.emit(rel)
-		wait.Sleep(ctx, time.Duration(rng.Int64N(int64(5*time.Millisecond))))
+		cycle.Hold(ctx, cl, h, hold, rng)
+		hold++
 	}
-}
-
-// incr is the critical section: fenced read, now and then a check of the
-// sequencer with the cell, think (maybe paused), fenced write of read+1.
-func (w *LockWorker) incr(ctx context.Context, cl *client.Client, seq client.Sequencer, sid uint64, rng *rand.Rand) {
-	tag := fencedstore.Tag{Worker: w.ID, Hold: w.hold}
-	rd := core.Event{Ev: "read", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: w.now()}
-	s, _, err := w.Store.Read(core.CounterKey, &seq, tag)
-	rd.Ret = w.now()
-	if err != nil {
-		rd.Refused = true // the store refuses nothing else
-		w.emit(rd)
-		return
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		panic(fmt.Sprintf("lock worker %d: counter %q: %v", w.ID, s, err))
-	}
-	rd.OK, rd.Value = true, v
-	w.emit(rd)
-	if rng.IntN(4) == 0 {
-		ck := core.Event{Ev: "check", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: w.now()}
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		valid, err := cl.CheckSequencer(cctx, seq)
-		cancel()
-		ck.Ret = w.now()
-		if err != nil {
-			core.ErrEvent(&ck, err)
-		} else {
-			ck.OK = valid
-			w.alive(ck.Call)
-		}
-		w.emit(ck)
-	}
-	wait.Sleep(ctx, time.Duration(rng.Int64N(int64(3*time.Millisecond))))
-	if w.gate() {
-		now := w.now()
-		w.emit(core.Event{Ev: "pause", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: now, Ret: now})
-	}
-	wr := core.Event{Ev: "write", Hold: w.hold, Session: sid, Gen: seq.Gen, Value: v + 1, Call: w.now()}
-	err = w.Store.Write(core.CounterKey, strconv.Itoa(v+1), &seq, tag)
-	wr.Ret = w.now()
-	switch {
-	case errors.Is(err, fencedstore.ErrStale):
-		wr.Refused = true
-	case err != nil:
-		panic(err) // the store refuses nothing else
-	default:
-		wr.OK = true
-	}
-	w.emit(wr)
 }
 
 func sessionOver(cl *client.Client) bool {
