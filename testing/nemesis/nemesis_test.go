@@ -287,8 +287,8 @@ func startLockWorkers(t *testing.T, c *cell.Cluster, lockPath string, store *fen
 // check: the same lock workload against a store that ignores sequencers,
 // with one holder paused mid-increment past its session's TTL, grace and
 // lock-delay. The cell moves the lock on, other clients increment, and the
-// paused holder's write of its stale value is admitted: CheckLocks must
-// report the lost increments. (With fencing, every PauseHolder of
+// paused holder's write of its stale value is admitted: core.CheckFencing must
+// report the lost increments. (With fencing, every PauseClient of
 // TestNemesis passes.)
 //
 // It also shows that the lock history's Lost operations carry weight: the

@@ -106,26 +106,21 @@ func (r *Target) server(target int, ok func(int) bool) (int, string) {
 			v, how = m, " (the master)"
 		}
 	}
-	for k := 0; k < n; k++ {
-		if i := (v + k) % n; ok(i) {
-			if k > 0 {
-				how = fmt.Sprintf(" (node%d busy)", v)
-			}
-			return i, how
-		}
+	i, moved := core.NextFree(v, n, ok)
+	if i < 0 {
+		return -1, ""
 	}
-	return -1, ""
+	if moved > 0 {
+		how = fmt.Sprintf(" (node%d busy)", v)
+	}
+	return i, how
 }
 
 func (r *Target) up(i int) bool { return r.down[i] == "" && r.Cluster.Server(i) != nil }
 
 func (r *Target) clientTarget(target, n int, busy map[int]bool) int {
-	for k := 0; k < n; k++ {
-		if i := (target + k) % n; !busy[i] {
-			return i
-		}
-	}
-	return -1
+	i, _ := core.NextFree(target, n, func(i int) bool { return !busy[i] })
+	return i
 }
 
 // Inject starts st's fault.

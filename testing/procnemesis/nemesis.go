@@ -113,13 +113,7 @@ func (r *Target) Inject(st core.Step) (core.Fault, string) {
 		if len(r.Workers) == 0 {
 			return skip("no lock workers")
 		}
-		k := -1
-		for d := range len(r.Workers) {
-			if c := (st.Target + d) % len(r.Workers); !r.wbusy[c] {
-				k = c
-				break
-			}
-		}
+		k, _ := core.NextFree(st.Target%len(r.Workers), len(r.Workers), func(c int) bool { return !r.wbusy[c] })
 		if k < 0 {
 			return skip("every lock worker is paused")
 		}
@@ -227,10 +221,8 @@ func (r *Target) pickServer(pick int) (int, int, string) {
 			want = pick % n
 		}
 	}
-	for d := range n {
-		if i := (want + d) % n; r.busy[i] == "" {
-			return i, m, ""
-		}
+	if i, _ := core.NextFree(want, n, func(i int) bool { return r.busy[i] == "" }); i >= 0 {
+		return i, m, ""
 	}
 	return -1, m, fmt.Sprintf("every server is held by another fault (%v)", r.busy)
 }

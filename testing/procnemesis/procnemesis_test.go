@@ -29,7 +29,7 @@ import (
 	"github.com/chubby-dev/chubby/testing/wait"
 )
 
-// plan is which schedules a run plays (nemesis.PlanFromEnv: the same
+// plan is which schedules a run plays (core.PlanFromEnv: the same
 // environment variables as the in-process nemesis).
 type plan struct{ core.Plan }
 

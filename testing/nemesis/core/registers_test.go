@@ -65,6 +65,3 @@ func unkCAS(c int, exp, v string, call int64) porcupine.Operation {
 	in := RegInput{Kind: OpCAS, Key: "/ls/local/k", Expect: exp, Value: v}
 	return rop(c, in, RegOutput{Unknown: true}, call, math.MaxInt64)
 }
-
-// TestCheckLocks: the fencing checker accepts a correct history and names
-// each kind of violation.

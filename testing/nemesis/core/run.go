@@ -136,3 +136,15 @@ func Run(t testing.TB, target Target, s Schedule, notes Noter) Tally {
 	}
 	return tally
 }
+
+// NextFree is how both targets resolve a step's pick among n candidates
+// (servers, clients): the first of want, want+1, ... (mod n) that free
+// accepts, and how far it moved from want; -1 if none does.
+func NextFree(want, n int, free func(int) bool) (i, moved int) {
+	for k := range n {
+		if i := (want + k) % n; free(i) {
+			return i, k
+		}
+	}
+	return -1, 0
+}
