@@ -175,3 +175,31 @@ func TestCheckFencingOneHoldAgain(t *testing.T) {
 		t.Errorf("two holds of generation 10: violations %q", bad)
 	}
 }
+
+// TestLockHistoryDefinite: a session end a server confirmed (lost OK) is
+// bounded by when the worker learned it, one the client gave up on is
+// open-ended; a call that failed because the client was closed did
+// nothing.
+func TestLockHistoryDefinite(t *testing.T) {
+	evs := []Event{
+		{Ev: "lost", Worker: 0, Session: 7, Call: 5, Ret: 70, OK: true},
+		{Ev: "lost", Worker: 1, Session: 8, Call: 6, Ret: 80},
+		{Ev: "acq", Worker: 2, Hold: 1, Session: 9, Call: 90, Ret: 95, Err: "closed", Closed: true},
+		{Ev: "rel", Worker: 2, Hold: 1, Session: 9, Gen: 4, Call: 96, Ret: 97, Err: "closed", Closed: true},
+	}
+	h := LockHistory(evs, "/ls/local/l", func(x int64) int64 { return x })
+	if len(h) != 4 {
+		t.Fatalf("history %+v", h)
+	}
+	if h[0].Return != 70 || h[0].Output.(linear.LockOutput).Unknown {
+		t.Errorf("a confirmed session end: %+v", h[0])
+	}
+	if h[1].Return != math.MaxInt64 || !h[1].Output.(linear.LockOutput).Unknown {
+		t.Errorf("an unconfirmed session end: %+v", h[1])
+	}
+	for _, op := range h[2:] {
+		if out := op.Output.(linear.LockOutput); out.Unknown || out.OK {
+			t.Errorf("a call of a closed client: %+v", op)
+		}
+	}
+}
