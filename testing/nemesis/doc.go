@@ -1,34 +1,39 @@
-// Package nemesis injects faults into an in-process replicated cell
-// (testing/cell.Cluster) on a schedule drawn from a seed, while workloads run
-// against it, and checks the workloads' histories (issue 5, proof under
-// fault).
+// Package nemesis is the in-process target of the nemesis core
+// (testing/nemesis/core): it injects faults into an in-process replicated
+// cell (testing/cell.Cluster) on a schedule drawn from a seed, while the
+// core's workloads run against it, and checks their histories with the
+// core's checkers (issue 5, proof under fault).
 //
-//	seed ──NewSchedule──▶ Schedule: steps {At, Kind, Target, Hold, …}  (printed with the seed)
-//	                          │ Run (test goroutine): inject at At, undo at At+Hold
+//	seed ──core.NewSchedule(Bounds{Kinds: core.InProcessKinds})──▶ episodes  (printed with the seed)
+//	                          │ core.Run(t, Target, …): Settle · Inject at At · Undo at At+Hold · Heal
 //	                          ▼
-//	  cell.Cluster (cell.WithSkewClocks): Kill/Restart · Cut(links, one way or both) ·
+//	  Target (this package; core.Target):
+//	    cell.Cluster (cell.WithSkewClocks): Kill/Restart · Cut(links, one way or both) ·
 //	      Pause (SIGSTOP) · StallLeaseClock · SkewClock.SetRate · SetDiskDelay
-//	  client lease clocks (cell.SkewClock): Jump · SetRate
-//	  LockWorker.Pause/Resume (links silent, lease clock frozen, stopped mid-increment)
+//	    client lease clocks (cell.SkewClock): Jump · SetRate
+//	    LockWorker.Pause/Resume (links silent, lease clock frozen, stopped mid-increment)
 //	                          ▲                       every client goes through cell proxies
-//	  register clients ───────┤ read · write · read+CAS (cache on) ──▶ Recorder ──▶ porcupine (CASRegisterModel)
-//	  lock clients ───────────┘ lock → fenced read → (check seq) → fenced write+1 → release
-//	                              ├─▶ Store (fence.Guard) ──▶ CheckLocks
-//	                              └─▶ linear.Recorder ──▶ porcupine (linear.LockModel)
+//	  core.Registers ─────────┤ read · write · read+CAS (cache on) ──▶ linear.Recorder ──▶ porcupine (core.CASRegisterModel)
+//	  LockWorker (goroutine) ─┘ core.LockCycle: lock → fenced read → (check seq) → fenced write+1 → release
+//	                              ├─▶ fencedstore.Store (in memory, fence.Guard) ──▶ core.CheckFencing
+//	                              └─▶ core.Events ──▶ core.LockHistory ──▶ porcupine (linear.LockModel)
+//
+// testing/procnemesis is the other target of the same core: chubbyd
+// processes behind TCP proxies.
 //
 // Faults. Server faults come in episodes: a healthy gap, then one to three
 // faults, each starting while an earlier one of the episode is still
 // active, so they overlap (a drift on one server while a partition and a
 // slow disk are active). Client faults run on a track of their own, across
 // the episodes. At most one fault of each kind is active at a time, and at
-// most one of KillRestart and ServerPause (a majority keeps running); a
+// most one of KillServer and PauseServer (a majority keeps running); a
 // target that conflicts with an active fault when the step runs (the master
 // to pause is the server already stalled) moves to the next server, or the
 // step is skipped and counted as such. Every fault is undone by the end of
 // the schedule; Run then heals the cell, restarts what is down and sets
 // every clock back to real speed.
 //
-//   - kill+restart: a server (any, or the master of the moment) is killed —
+//   - kill-server: a server (any, or the master of the moment) is killed —
 //     raft links cut first, as SIGKILL — and restarted on its data dir.
 //   - isolate-follower: a follower is cut off from the others both ways.
 //   - isolate-master: the master is cut off from the others both ways.
@@ -36,8 +41,8 @@
 //     ways: a majority and a minority, or no majority at all.
 //   - master-one-way: the master cannot send to the others, but receives
 //     everything (cell.OutLinks).
-//   - one-way-link: a single raft link i→j is cut, one way.
-//   - server-pause: cell.Cluster.Pause, what SIGSTOP does: all raft links
+//   - one-way: a single raft link i→j is cut, one way.
+//   - pause-server: cell.Cluster.Pause, what SIGSTOP does: all raft links
 //     cut both ways, the server's client links held (frames wait, as in a
 //     stopped process's socket buffers), its lease clock frozen; on resume
 //     the clock jumps by the pause and every timer that fell due fires.
@@ -53,7 +58,7 @@
 //     within what session.DriftMargin (2 % of the TTL + 10 ms) allows for.
 //   - slow-disk: every write to a server's raft log is delayed (5 ms up to
 //     300 ms, 500 ms in the long run): a slow fsync.
-//   - pause-holder: a lock client stopped between reading the counter and
+//   - pause-client: a lock client stopped between reading the counter and
 //     writing it back, its links silent and its lease clock frozen (on
 //     resume the clock jumps by the pause), for a hold drawn from past its
 //     TTL + grace + lock-delay up to min(60 s, what the schedule has left).
@@ -73,17 +78,18 @@
 //     is linearizable per file (CASRegisterModel), with the client cache
 //     on. Failed reads are dropped; failed writes and CASes are kept with
 //     unknown outcome. No register client may lose its session.
-//   - Fencing: CheckLocks — see its comment for the five exact assertions
-//     (admitted generations never decrease; one hold per generation; the
-//     admitted writes are exactly 1..k, each after its own hold's read of
-//     one less, and the counter ends at k; generations follow grant order;
-//     no hold is granted before an earlier hold's successful Release).
+//   - Fencing: core.CheckFencing — see its comment for the five exact
+//     assertions (admitted generations never decrease, each that of its
+//     hold; one holder per generation; the admitted writes are exactly
+//     1..k, each after its own hold's read of one less, and the counter
+//     ends at k; generations follow grant order; no hold is granted before
+//     an earlier hold's successful Release).
 //   - Locks: the lock clients' Acquires (granted with a generation, failed,
 //     or of unknown outcome), Releases, CheckSequencers of their own
 //     sequencer, and the end of each session (Lost: from the last time the
 //     client knew it alive — a call or KeepAlive that succeeded — to when
 //     a server told it the session had expired, or open-ended if none did)
-//     are linearizable under linear.LockModel.
+//     are linearizable under linear.LockModel (core.LockHistory).
 //   - Liveness: one master before each episode; after the schedule the
 //     healed cell serves a write, and both workloads made progress.
 //

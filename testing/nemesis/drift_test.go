@@ -9,6 +9,8 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/linear"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestDriftBeyondMarginBreaksCoherence is the negative control of the
@@ -48,15 +50,15 @@ func TestDriftBeyondMarginBreaksCoherence(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := linear.NewRecorder()
-		rec.Add(porcupine.Operation{ClientId: 1, Input: RegInput{Kind: OpWrite, Key: key, Value: "v0"}, Output: RegOutput{OK: true}})
+		rec.Add(porcupine.Operation{ClientId: 1, Input: core.RegInput{Kind: core.OpWrite, Key: key, Value: "v0"}, Output: core.RegOutput{OK: true}})
 		read := func() {
 			call := rec.Now()
 			rctx, rcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			data, _, err := h.GetContentsAndStat(rctx)
 			rcancel()
 			if err == nil {
-				rec.Add(porcupine.Operation{ClientId: 0, Input: RegInput{Kind: OpRead, Key: key}, Call: call,
-					Output: RegOutput{Value: string(data)}, Return: rec.Now()})
+				rec.Add(porcupine.Operation{ClientId: 0, Input: core.RegInput{Kind: core.OpRead, Key: key}, Call: call,
+					Output: core.RegOutput{Value: string(data)}, Return: rec.Now()})
 			}
 		}
 		read() // cached now
@@ -65,14 +67,14 @@ func TestDriftBeyondMarginBreaksCoherence(t *testing.T) {
 		if _, err := wh.SetContents(ctx, []byte("v1")); err != nil {
 			t.Fatal(err)
 		}
-		rec.Add(porcupine.Operation{ClientId: 1, Input: RegInput{Kind: OpWrite, Key: key, Value: "v1"}, Call: call,
-			Output: RegOutput{OK: true}, Return: rec.Now()})
+		rec.Add(porcupine.Operation{ClientId: 1, Input: core.RegInput{Kind: core.OpWrite, Key: key, Value: "v1"}, Call: call,
+			Output: core.RegOutput{OK: true}, Return: rec.Now()})
 		wrote := time.Now()
 		for time.Since(wrote) < 500*time.Millisecond {
 			read()
-			time.Sleep(time.Millisecond) // pacing: a read every millisecond is plenty
+			wait.Sleep(ctx, time.Millisecond) // pacing: a read every millisecond is plenty
 		}
-		got := porcupine.CheckOperations(CASRegisterModel, rec.History())
+		got := porcupine.CheckOperations(core.CASRegisterModel, rec.History())
 		t.Logf("client clock at rate %v: %d reads, linearizable %v", tc.rate, len(rec.History())-2, got)
 		if got != tc.linearizes {
 			t.Errorf("client clock at rate %v: linearizable %v, want %v", tc.rate, got, tc.linearizes)

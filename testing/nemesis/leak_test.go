@@ -12,6 +12,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestKilledMasterLeavesNoProposal tries to reproduce a goroutine leak the
@@ -38,16 +39,16 @@ func TestKilledMasterLeavesNoProposal(t *testing.T) {
 	}
 	t.Run("cell", func(t *testing.T) {
 		c := cell.StartCluster(t, 3)
-		stop := make(chan struct{})
+		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		defer func() { close(stop); wg.Wait() }()
+		defer func() { stop(); wg.Wait() }()
 		for i := range 16 {
 			cl := c.Dial(t, client.Config{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for n := 0; !stopped(stop); n++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				for n := 0; ctx.Err() == nil; n++ {
+					ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 					cl.WriteFile(ctx, c.Path(fmt.Sprintf("w%d", i)), []byte(fmt.Sprint(n)))
 					cancel()
 				}
@@ -60,8 +61,8 @@ func TestKilledMasterLeavesNoProposal(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for n := 0; !stopped(stop); n++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				for n := 0; ctx.Err() == nil; n++ {
+					ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 					if h, err := cl.Open(ctx, c.Path(fmt.Sprintf("w%d", n%16))); err == nil {
 						h.GetContentsAndStat(ctx)
 					}
@@ -70,7 +71,7 @@ func TestKilledMasterLeavesNoProposal(t *testing.T) {
 			}()
 		}
 		for range 25 {
-			time.Sleep(100 * time.Millisecond)
+			wait.Sleep(ctx, 100*time.Millisecond) // pacing: the writers run a while between kills
 			m := c.Master(t)
 			c.Kill(t, m)
 			c.Restart(t, m)
@@ -78,7 +79,7 @@ func TestKilledMasterLeavesNoProposal(t *testing.T) {
 	})
 	// The cell is closed: give its goroutines a moment to end.
 	var stuck string
-	cell.Eventually(3*time.Second, func() bool {
+	wait.Until(3*time.Second, func() bool {
 		buf := make([]byte, 1<<22)
 		all := string(buf[:runtime.Stack(buf, true)])
 		stuck = ""

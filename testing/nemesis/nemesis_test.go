@@ -17,7 +17,10 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/fencedstore"
 	"github.com/chubby-dev/chubby/testing/linear"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"go.uber.org/goleak"
 )
 
@@ -40,9 +43,9 @@ var shortSeeds = []uint64{1, 6, 8}
 
 const shortDuration = 9 * time.Second
 
-// planFromEnv is the plan the environment asks for (see PlanFromEnv).
-func planFromEnv(t *testing.T) Plan {
-	p, err := PlanFromEnv(shortSeeds, shortDuration)
+// planFromEnv is the plan the environment asks for (see core.PlanFromEnv).
+func planFromEnv(t *testing.T) core.Plan {
+	p, err := core.PlanFromEnv(shortSeeds, shortDuration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +59,7 @@ func TestNemesis(t *testing.T) {
 	t.Logf("nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
 	defer func() {
 		var parts []string
-		for k := Kind(0); k < numKinds; k++ {
+		for _, k := range core.InProcessKinds {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, kindsRan[k].Load()))
 		}
 		t.Logf("nemesis faults injected over the plan: %s", strings.Join(parts, " "))
@@ -75,7 +78,13 @@ func TestNemesis(t *testing.T) {
 }
 
 // kindsRan counts the faults injected by kind over the test binary's run.
-var kindsRan [numKinds]atomic.Int64
+var kindsRan = map[core.Kind]*atomic.Int64{}
+
+func init() {
+	for _, k := range core.InProcessKinds {
+		kindsRan[k] = new(atomic.Int64)
+	}
+}
 
 const (
 	nKeys        = 3
@@ -86,9 +95,10 @@ const (
 )
 
 // bounds are the schedule bounds of a run of dur on a cell of n servers.
-func bounds(dur time.Duration, n int, long bool) Bounds {
-	b := Bounds{
+func bounds(dur time.Duration, n int, long bool) core.Bounds {
+	b := core.Bounds{
 		Duration:     dur - settle,
+		Kinds:        core.InProcessKinds,
 		MinGap:       200 * time.Millisecond,
 		MaxGap:       800 * time.Millisecond,
 		MinHold:      300 * time.Millisecond,
@@ -120,7 +130,7 @@ const MaxDrift = 0.009
 
 func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 	c := cell.StartCluster(t, 3, cell.WithSkewClocks())
-	sched := NewSchedule(seed, bounds(dur, c.N(), long))
+	sched := core.NewSchedule(seed, bounds(dur, c.N(), long))
 	t.Log(sched)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -150,9 +160,9 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 	for i := range lockClocks {
 		lockClocks[i] = newClock()
 	}
-	regClient := func() []*client.Handle {
+	regClient := func() core.Handles {
 		cl := c.Dial(t, client.Config{Servers: cell.ProxyAddrs(c.Proxies(t)), FixedServers: true, Clock: newClock()})
-		hs := make([]*client.Handle, len(keys))
+		hs := make(core.Handles, len(keys))
 		for i, k := range keys {
 			h, err := cl.Open(ctx, k)
 			if err != nil {
@@ -163,20 +173,22 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 		return hs
 	}
 
+	// One recorder, one clock: the register operations go in rec, the lock
+	// workers' events are stamped on its clock, and the nemesis's notes
+	// annotate both histories.
 	rec := linear.NewRecorder()
-	lockRec := linear.NewRecorder() // lock operations only (linear.LockModel)
-	notes := newNoters(rec, lockRec)
-	stop := make(chan struct{})
+	events := &core.EventLog{Now: rec.Now}
+	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	// Stop the workloads however the test ends (a Fatal included), before
 	// the cell is torn down.
-	var stopOnce sync.Once
 	stopAll := func() {
-		stopOnce.Do(func() { close(stop) })
+		stop()
 		wg.Wait()
 	}
 	defer stopAll()
-	var regStats RegisterStats
+	var regStats core.RegStats
+	regs := &core.Registers{Keys: keys, Rec: rec, Stats: &regStats, ReadThink: 2 * time.Millisecond, WriteThink: 10 * time.Millisecond, StopOnExpiry: true}
 	id := 0
 	for range nReaders {
 		hs := regClient()
@@ -184,7 +196,7 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			RunReader(id, keys, hs, rng, rec, &regStats, stop)
+			regs.RunReader(runCtx, id, "", hs, rng)
 		}(id)
 		id++
 	}
@@ -194,41 +206,27 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 		wg.Add(2)
 		go func(id int) {
 			defer wg.Done()
-			RunWriter(id, keys, hs, rngW, rec, &regStats, stop)
+			regs.RunWriter(runCtx, id, fmt.Sprintf("c%d", id), hs, rngW)
 		}(id)
 		go func(id int) {
 			defer wg.Done()
-			RunReader(id, keys, hs, rngR, rec, &regStats, stop)
+			regs.RunReader(runCtx, id, "", hs, rngR)
 		}(id + 1)
 		id += 2
 	}
 
-	store := NewStore()
-	var lockStats LockStats
-	var holdIDs atomic.Int64
-	workers := make([]*LockWorker, nLockClients)
-	pausers := make([]Pauser, nLockClients)
-	for i := range workers {
-		workers[i] = &LockWorker{ID: i, Path: lockPath, Proxies: c.Proxies(t), Log: c.Logger().Named(fmt.Sprintf("lockclient%d", i)),
-			Store: store, Rec: rec, Stats: &lockStats, NextID: &holdIDs, Clock: lockClocks[i],
-			LockRec: lockRec, LostClient: nLockClients + i}
-		pausers[i] = workers[i]
-		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
-		wg.Add(1)
-		go func(w *LockWorker) {
-			defer wg.Done()
-			w.Run(rng, stop)
-		}(workers[i])
-	}
+	store := core.NewCounterStore(true, rec.Now)
+	workers, pausers := startLockWorkers(t, c, lockPath, store, events, lockClocks, seed, runCtx, &wg)
 
 	start := time.Now()
-	tally := Run(t, Env{Cluster: c, Holders: pausers, Clocks: clocks, Rec: notes}, sched)
-	time.Sleep(time.Until(start.Add(dur)))
+	tally := (&Target{T: t, Cluster: c, Holders: pausers, Clocks: clocks}).Run(sched, rec)
+	wait.Sleep(context.Background(), time.Until(start.Add(dur))) // pacing: the healed cell runs to the end of the schedule
 	stopAll()
 	t.Logf("seed %d: faults: %s", seed, tally)
 	for k, n := range tally.Ran {
 		kindsRan[k].Add(int64(n))
 	}
+	_ = workers
 
 	// Liveness after the schedule: the healed cell serves a write.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
@@ -238,27 +236,21 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 	}
 
 	// The fencing workload.
-	holds := AllHolds(workers)
-	ops, final, rejected := store.Snapshot()
-	paused, pausedFenced := 0, 0
-	for _, h := range holds {
-		if h.Paused {
-			paused++
-			if h.Fenced {
-				pausedFenced++
-			}
-		}
-	}
+	evs := events.Events()
+	same := func(x int64) int64 { return x }
+	holds := core.HoldsFrom(evs, same)
+	ops, final, rejected := core.CounterSnapshot(store)
+	counts := core.CountLocks(evs)
 	t.Logf("seed %d locks: %s; counter %d; store refused %d; %d holds paused mid-increment, %d of them refused on waking",
-		seed, &lockStats, final, rejected, paused, pausedFenced)
-	for _, v := range CheckLocks(holds, ops, final) {
+		seed, counts, final, rejected, counts.PausedMid, counts.PausedRefused)
+	for _, v := range core.CheckFencing(holds, ops, final) {
 		t.Errorf("seed %d: fencing: %s", seed, v)
 	}
-	if lockStats.Writes.Load() == 0 {
+	if counts.Writes == 0 {
 		t.Errorf("seed %d: the fencing workload admitted no increment: it did not run", seed)
 	}
 	// The same workload's lock operations, against the lock model.
-	linear.Check(t, linear.LockModel, lockRec.History(), lockRec.Annotations()...)
+	linear.Check(t, linear.LockModel, core.LockHistory(evs, lockPath, same), rec.Annotations()...)
 
 	// The register workload.
 	t.Logf("seed %d registers: %s", seed, &regStats)
@@ -268,15 +260,35 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool) {
 	if n := regStats.Expired.Load(); n > 0 {
 		t.Errorf("seed %d: %d register clients lost their session, though no fault lasts their TTL + grace (57 s)", seed, n)
 	}
-	linear.Check(t, CASRegisterModel, rec.History(), rec.Annotations()...)
+	linear.Check(t, core.CASRegisterModel, rec.History(), rec.Annotations()...)
+}
+
+// startLockWorkers starts nLockClients lock workers of the fencing
+// workload on c, each through its own proxies, until ctx is done.
+func startLockWorkers(t *testing.T, c *cell.Cluster, lockPath string, store *fencedstore.Store, events *core.EventLog,
+	clocks []*cell.SkewClock, seed uint64, ctx context.Context, wg *sync.WaitGroup) ([]*LockWorker, []Pauser) {
+	workers := make([]*LockWorker, nLockClients)
+	pausers := make([]Pauser, nLockClients)
+	for i := range workers {
+		workers[i] = &LockWorker{ID: i, Path: lockPath, Proxies: c.Proxies(t), Log: c.Logger().Named(fmt.Sprintf("lockclient%d", i)),
+			Store: store, Events: events, Clock: clocks[i]}
+		pausers[i] = workers[i]
+		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
+		wg.Add(1)
+		go func(w *LockWorker) {
+			defer wg.Done()
+			w.Run(ctx, rng)
+		}(workers[i])
+	}
+	return workers, pausers
 }
 
 // TestUnfencedPauseLosesIncrement is the negative control of the fencing
 // check: the same lock workload against a store that ignores sequencers,
 // with one holder paused mid-increment past its session's TTL, grace and
 // lock-delay. The cell moves the lock on, other clients increment, and the
-// paused holder's write of its stale value is admitted: CheckLocks must
-// report the lost increments. (With fencing, every PauseHolder of
+// paused holder's write of its stale value is admitted: core.CheckFencing must
+// report the lost increments. (With fencing, every PauseClient of
 // TestNemesis passes.)
 //
 // It also shows that the lock history's Lost operations carry weight: the
@@ -293,54 +305,43 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := linear.NewRecorder()
-	lockRec := linear.NewRecorder()
-	store := NewStore()
-	store.Unfenced = true
-	var stats LockStats
-	var holdIDs atomic.Int64
-	stop := make(chan struct{})
+	events := &core.EventLog{Now: rec.Now}
+	store := core.NewCounterStore(false, rec.Now)
+	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var stopOnce sync.Once
 	stopAll := func() {
-		stopOnce.Do(func() { close(stop) })
+		stop()
 		wg.Wait()
 	}
 	defer stopAll()
-	workers := make([]*LockWorker, nLockClients)
-	pausers := make([]Pauser, nLockClients)
-	for i := range workers {
-		workers[i] = &LockWorker{ID: i, Path: lockPath, Proxies: c.Proxies(t), Log: c.Logger().Named(fmt.Sprintf("lockclient%d", i)),
-			Store: store, Rec: rec, Stats: &stats, NextID: &holdIDs, Clock: cell.NewSkewClock(time.Now()),
-			LockRec: lockRec, LostClient: nLockClients + i}
-		pausers[i] = workers[i]
-		rng := rand.New(rand.NewPCG(0, uint64(i)))
-		wg.Add(1)
-		go func(w *LockWorker) {
-			defer wg.Done()
-			w.Run(rng, stop)
-		}(workers[i])
+	clocks := make([]*cell.SkewClock, nLockClients)
+	for i := range clocks {
+		clocks[i] = cell.NewSkewClock(time.Now())
 	}
-	sched := Schedule{Steps: []Step{{At: 300 * time.Millisecond, Kind: PauseHolder, Target: 0, Hold: LockPause}}}
-	Run(t, Env{Cluster: c, Holders: pausers, Rec: rec}, sched)
-	time.Sleep(500 * time.Millisecond)
+	_, pausers := startLockWorkers(t, c, lockPath, store, events, clocks, 0, runCtx, &wg)
+	sched := core.Schedule{Steps: []core.Step{{At: 300 * time.Millisecond, Kind: core.PauseClient, Target: 0, Hold: LockPause}}}
+	(&Target{T: t, Cluster: c, Holders: pausers}).Run(sched, rec)
+	wait.Sleep(context.Background(), 500*time.Millisecond) // pacing: the woken holder writes, the others go on
 	stopAll()
-	ops, final, _ := store.Snapshot()
-	bad := CheckLocks(AllHolds(workers), ops, final)
-	t.Logf("unfenced: %s; counter %d; %d violations, first: %.200q", &stats, final, len(bad), append(bad, "")[0])
-	if stats.Pauses.Load() != 1 {
-		t.Fatalf("the pause was not taken (%d pauses)", stats.Pauses.Load())
+	evs := events.Events()
+	ops, final, _ := core.CounterSnapshot(store)
+	bad := core.CheckFencing(core.HoldsFrom(evs, func(x int64) int64 { return x }), ops, final)
+	counts := core.CountLocks(evs)
+	t.Logf("unfenced: %s; counter %d; %d violations, first: %.200q", counts, final, len(bad), append(bad, "")[0])
+	if counts.PausedMid != 1 {
+		t.Fatalf("the pause was not taken (%d pauses)", counts.PausedMid)
 	}
 	if !strings.Contains(strings.Join(bad, "\n"), "increment was lost") {
 		t.Fatalf("the unfenced store lost no increment under a pause past the lease; violations: %q", bad)
 	}
 
-	hist := lockRec.History()
+	hist := core.LockHistory(evs, lockPath, func(x int64) int64 { return x })
 	linear.Check(t, linear.LockModel, hist)
 	var withoutLost []porcupine.Operation
 	lost := 0
 	for _, op := range hist {
 		// Worker 0 was paused: its first Lost ends the paused session.
-		if op.Input.(linear.LockInput).Kind == linear.LockLost && op.ClientId == nLockClients && lost == 0 {
+		if op.Input.(linear.LockInput).Kind == linear.LockLost && op.ClientId == 0 && lost == 0 {
 			lost++
 			continue
 		}
@@ -352,23 +353,4 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 	if porcupine.CheckOperations(linear.LockModel, withoutLost) {
 		t.Fatal("the lock history is linearizable without the paused session's Lost: the model does not see the lock move by expiry")
 	}
-}
-
-// noters notes the nemesis's steps in both recorders of a run, each on its
-// own time line.
-type noters struct {
-	rec    *linear.Recorder
-	lock   *linear.Recorder
-	offset int64 // lock recorder time − rec time
-}
-
-func newNoters(rec *linear.Recorder, lock *linear.Recorder) noters {
-	return noters{rec: rec, lock: lock, offset: lock.Now() - rec.Now()}
-}
-
-func (n noters) Now() int64 { return n.rec.Now() }
-
-func (n noters) Note(tag, what string, start, end int64) {
-	n.rec.Note(tag, what, start, end)
-	n.lock.Note(tag, what, start+n.offset, end+n.offset)
 }

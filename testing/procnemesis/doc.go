@@ -1,7 +1,16 @@
-// Package procnemesis is the process-level nemesis (issue 5, "proof under
-// fault"): real chubbyd binaries on 127.0.0.1, a TCP proxy on every link,
-// faults drawn from a seed and overlapping, and checks of what the clients
-// saw.
+// Package procnemesis is the process target of the nemesis core
+// (testing/nemesis/core; issue 5, "proof under fault"): real chubbyd
+// binaries on 127.0.0.1, a TCP proxy on every link, faults drawn from a
+// seed and overlapping (core.NewSchedule with core.ProcessKinds, dealt),
+// played by core.Run on this package's Target, and the core's checks of
+// what the clients saw. testing/nemesis is the other target of the same
+// core: an in-process cell.
+//
+//	seed ──core.NewSchedule(Bounds{Kinds: core.ProcessKinds, Deal: true})──▶ Schedule
+//	   │ core.Run(t, Target, …): Inject at At · Undo at At+Hold · Heal
+//	   ▼
+//	Target (this package; core.Target): proc.Server Kill/Launch · Pause/Resume,
+//	   Net.Contribute/Withdraw (cut, delay) · WorkerProc.Pause/Resume (SIGSTOP)
 //
 //	chubbyd n1 ◀────▶ chubbyd n2 ◀────▶ chubbyd n3 ◀────▶ (n1)
 //	     raft: one netproxy.Link per ordered pair, Net.Raft[i][j];
@@ -10,14 +19,15 @@
 //	         │ RPC: one link per client and server, Net.Clients[name][j]
 //	   ┌─────┴───────────────────┬─────────────────────────┐
 //	lock0..lock2                reg0..reg2                 dur
-//	the test binary re-executed register clients in the    the durability log
+//	the test binary re-executed core.Registers in the      the durability log
 //	(WorkerEnv), a process each: test process: reads       in the test process:
-//	Acquire → fenced GET → think (from the cache), writes, new files, one after
-//	→ fenced PUT+1 → Release;   read-then-CAS              the other
-//	events as JSON lines on stdout
-//	   │ fenced GET/PUT over HTTP (not proxied)
+//	core.LockCycle: Acquire →   (from the cache), writes, new files, one after
+//	fenced GET → think → fenced read-then-CAS              the other
+//	PUT+1 → Release; core.Events as JSON lines on stdout
+//	   │ fenced GET/PUT over HTTP (fencedstore.Client; not proxied)
 //	   ▼
-//	Store, in the test process: one counter behind client/fence.Guard
+//	fencedstore.Store, served by the test process: the counter behind
+//	client/fence.Guard, its admitted operations logged
 //
 // # The cell
 //
@@ -40,10 +50,10 @@
 // Clients reach the servers' RPC ports only through their own links
 // (client.Config.FixedServers), one per client and server.
 //
-// # Faults (Kind), and how each is injected and undone
+// # Faults (core.Kind), and how Target injects and undoes each
 //
 //   - kill-server: SIGKILL of a server's process group (by its pid; the
-//     master when Pick says so); undone by starting it again on the same
+//     master when Pick — Step.Target — says so); undone by starting it again on the same
 //     data directory and ports (proc.Server.Launch: it waits until the
 //     process listens, not for a master, which may not exist then).
 //   - pause-server: SIGSTOP of a server (returns once every thread is
@@ -77,15 +87,15 @@
 // (Net.Withdraw) leaves the others in force. Two process faults never hold
 // the same process: a step whose target is taken moves to the next free
 // one, or is skipped (logged and counted). Steps are undone at the end of
-// their hold; Runner.Run leaves every link healed and every process
+// their hold; core.Run (Target.Heal) leaves every link healed and every process
 // running and continued whatever happens, and every process is killed by
 // its pid and reaped in t.Cleanup (proc.Child, proc.Server), also when the
 // test fails; the workers die with the test binary (Pdeathsig).
 //
 // # Workloads
 //
-//   - Lock workers (nLockWorkers processes): each loops Acquire → fenced
-//     GET of the counter from Store → think (up to 30 ms; one time in four
+//   - Lock workers (nLockWorkers processes): each runs core.LockCycle:
+//     Acquire → fenced GET of the counter from the fenced store → think (up to 30 ms; one time in four
 //     a CheckSequencer) → a write to the cell file /ls/local/fenced carrying
 //     the sequencer (client.WithSequencer) → fenced PUT of the value + 1 to
 //     Store → Release (a cell write that failed because the session had
@@ -94,8 +104,9 @@
 //     sequencer is still valid), and writes
 //     every step with its call and return times (CLOCK_MONOTONIC, one clock
 //     for every process: MonoNow) to stdout. A worker whose session ended
-//     dials a new one. Store embeds client/fence.Guard; it answers 409 to a
-//     sequencer older than the newest it has seen and logs what it admits.
+//     dials a new one. The store (testing/fencedstore) embeds
+//     client/fence.Guard; it answers 409 to a sequencer older than the
+//     newest it has seen and logs what it admits.
 //   - Register clients (in the test process): reads (answered from the
 //     client cache when it can), writes of unique values, and read-then-CAS
 //     on the content generation, on three files, each client through its
@@ -107,16 +118,16 @@
 // # Checks
 //
 //   - Registers: the history, with final reads after the heal, is
-//     linearizable (linear.Check with testing/nemesis's CASRegisterModel);
+//     linearizable (linear.Check with core.CASRegisterModel);
 //     failed reads are dropped, failed writes and CASes kept as unknown.
 //     The lock workers' fenced cell writes are in it too (on their own
 //     register; refused ones left out): a write the cell refused for its
 //     sequencer must never be read.
 //   - The lock: the workers' history is linearizable under linear.LockModel
-//     (LockHistory says how events become operations).
-//   - Fencing: CheckFencing — no stale sequencer admitted by the store,
+//     (core.LockHistory says how events become operations).
+//   - Fencing: core.CheckFencing — no stale sequencer admitted by the store,
 //     generations monotonic and one holder per generation, no lost or
-//     repeated increment, no two confirmed holders; CheckCellFencing — no
+//     repeated increment, no two confirmed holders; core.CheckCellFencing — no
 //     fenced cell write committed after a greater generation was granted.
 //   - Durability: every acknowledged write of the durability log is there
 //     at the end with its value (and the registers' final reads).

@@ -4,109 +4,59 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/netproxy"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
-// Runner plays a Schedule on a cell of chubbyd processes, their proxied
-// links and the lock-client processes. It runs on the test's goroutine (it
-// may fail the test) and always leaves everything healed: every link up
-// and undelayed, every process running and continued.
-type Runner struct {
+// Target is the cell of chubbyd processes as a core.Target: the servers,
+// their proxied links (Net) and the lock-client processes. It never fails
+// the test by itself except through testing/proc, and always leaves
+// everything healed: every link up and undelayed, every process running
+// and continued.
+type Target struct {
 	T       testing.TB
-	Servers []*proc.Server // index i is server n<i+1>, as in Net
+	Nodes   []*proc.Server // index i is server n<i+1>, as in Net
 	Net     *Net
 	Workers []*WorkerProc
-	Hist    *History
 
-	// Injected and Skipped count the steps of each kind that ran, and
-	// those that found no target (every candidate busy with another fault).
-	Injected, Skipped map[Kind]int
-
-	busy    []string // per server: the fault holding it ("" free)
-	wbusy   []bool   // per worker: paused
-	undos   map[int]func()
-	started time.Time
-	seed    uint64
+	busy  []string // per server: the fault holding it ("" free)
+	wbusy []bool   // per worker: paused
 }
 
-// masterWait bounds how long the runner waits to see a master before a
+// masterWait bounds how long the target waits to see a master before a
 // step that targets it falls back to its Pick.
 const masterWait = 2 * time.Second
 
-// Run plays s. Steps start at their At after the call (later if the
-// injection before them took time: a pause that waits for its worker's
+// Run plays s (core.Run). Steps start at their At after the call (later if
+// the injection before them took time: a pause that waits for its worker's
 // read, a restart).
-func (r *Runner) Run(s Schedule) {
-	t := r.T
-	t.Helper()
-	r.Injected, r.Skipped = map[Kind]int{}, map[Kind]int{}
-	r.busy = make([]string, len(r.Servers))
+func (r *Target) Run(s core.Schedule, notes core.Noter) core.Tally {
+	r.busy = make([]string, len(r.Nodes))
 	r.wbusy = make([]bool, len(r.Workers))
-	r.undos = map[int]func(){}
-	r.started, r.seed = time.Now(), s.Seed
-	type event struct {
-		at   time.Duration
-		step int
-		undo bool
-	}
-	var evs []event
-	for i, st := range s.Steps {
-		evs = append(evs, event{st.At, i, false}, event{st.At + st.Hold, i, true})
-	}
-	sort.SliceStable(evs, func(i, j int) bool {
-		if evs[i].at != evs[j].at {
-			return evs[i].at < evs[j].at
-		}
-		return evs[i].undo && !evs[j].undo
-	})
-	defer r.healAll()
-	for _, ev := range evs {
-		time.Sleep(time.Until(r.started.Add(ev.at)))
-		st := s.Steps[ev.step]
-		if ev.undo {
-			if u := r.undos[ev.step]; u != nil {
-				delete(r.undos, ev.step)
-				u()
-			}
-			continue
-		}
-		at := r.Hist.Now()
-		what, undo := r.inject(st)
-		if undo == nil {
-			r.Skipped[st.Kind]++
-			t.Logf("nemesis seed %d step %d at %.2fs: %s skipped: %s", s.Seed, ev.step+1, time.Since(r.started).Seconds(), st.Kind, what)
-			continue
-		}
-		r.Injected[st.Kind]++
-		t.Logf("nemesis seed %d step %d at %.2fs: %s for %.2fs", s.Seed, ev.step+1, time.Since(r.started).Seconds(), what, st.Hold.Seconds())
-		r.undos[ev.step] = func() {
-			undo()
-			r.Hist.Note("nemesis: "+st.Kind.String(), what, at, r.Hist.Now())
-		}
-	}
+	return core.Run(r.T, r, s, notes)
 }
 
-// healAll undoes every step still in force and then makes sure of it:
-// every server running and continued, every worker continued, every link
+// Servers is the cell's size.
+func (r *Target) Servers() int { return len(r.Nodes) }
+
+// Settle does not wait: the process nemesis draws no healthy gaps, and its
+// steps resolve "the master" themselves (masterWait).
+func (r *Target) Settle() error { return nil }
+
+// Heal undoes every step still in force and then makes sure of it: every
+// server running and continued, every worker continued, every link
 // healed. After a failure (the test is ending) it only continues and heals:
 // t.Cleanup kills the processes.
-func (r *Runner) healAll() {
+func (r *Target) Heal(pending []func()) {
 	t := r.T
-	var pending []int
-	for i := range r.undos {
-		pending = append(pending, i)
-	}
-	sort.Sort(sort.Reverse(sort.IntSlice(pending)))
 	failed := t.Failed()
-	for _, i := range pending {
-		u := r.undos[i]
-		delete(r.undos, i)
+	for _, u := range pending {
 		if !failed {
 			u()
 		}
@@ -117,7 +67,7 @@ func (r *Runner) healAll() {
 			w.Resume(t)
 		}
 	}
-	for _, s := range r.Servers {
+	for _, s := range r.Nodes {
 		if s.Paused() {
 			s.Resume(t)
 		}
@@ -125,52 +75,47 @@ func (r *Runner) healAll() {
 	if failed {
 		return
 	}
-	for _, s := range r.Servers {
+	for _, s := range r.Nodes {
 		if !s.Running(t) {
 			s.Launch(t)
 		}
 	}
 }
 
-// inject starts st and returns what it did and how to undo it; a nil undo
-// means it was skipped (what says why).
-func (r *Runner) inject(st Step) (string, func()) {
+// Inject starts st. Pick is st.Target.
+func (r *Target) Inject(st core.Step) (core.Fault, string) {
 	t := r.T
-	n := len(r.Servers)
+	n := len(r.Nodes)
+	skip := func(why string) (core.Fault, string) { return core.Fault{}, why }
+	ran := func(what string, undo func()) (core.Fault, string) { return core.Fault{What: what, Undo: undo}, "" }
 	switch st.Kind {
-	case KillServer, PauseServer:
-		i, m, why := r.pickServer(st.Pick)
+	case core.KillServer, core.PauseServer:
+		i, m, why := r.pickServer(st.Target)
 		if i < 0 {
-			return why, nil
+			return skip(why)
 		}
-		s := r.Servers[i]
+		s := r.Nodes[i]
 		what := fmt.Sprintf("%s %s%s", st.Kind, s.NodeID, masterTag(i, m))
 		r.busy[i] = st.Kind.String()
-		if st.Kind == KillServer {
+		if st.Kind == core.KillServer {
 			s.Kill(t)
-			return what, func() {
+			return ran(what, func() {
 				s.Launch(t)
 				r.busy[i] = ""
-			}
+			})
 		}
 		s.Pause(t)
-		return what, func() {
+		return ran(what, func() {
 			s.Resume(t)
 			r.busy[i] = ""
-		}
-	case PauseClient:
+		})
+	case core.PauseClient:
 		if len(r.Workers) == 0 {
-			return "no lock workers", nil
+			return skip("no lock workers")
 		}
-		k := -1
-		for d := range len(r.Workers) {
-			if c := (st.Pick + d) % len(r.Workers); !r.wbusy[c] {
-				k = c
-				break
-			}
-		}
+		k, _ := core.NextFree(st.Target%len(r.Workers), len(r.Workers), func(c int) bool { return !r.wbusy[c] })
 		if k < 0 {
-			return "every lock worker is paused", nil
+			return skip("every lock worker is paused")
 		}
 		w := r.Workers[k]
 		aim := ""
@@ -183,41 +128,41 @@ func (r *Runner) inject(st Step) (string, func()) {
 		}
 		r.wbusy[k] = true
 		w.Pause(t)
-		return fmt.Sprintf("pause-client lockworker%d%s", k, aim), func() {
+		return ran(fmt.Sprintf("pause-client lockworker%d%s", k, aim), func() {
 			w.Resume(t)
 			r.wbusy[k] = false
-		}
-	case IsolateFollower, IsolateMaster:
+		})
+	case core.IsolateFollower, core.IsolateMaster:
 		m := r.master()
 		victim := m
-		if st.Kind == IsolateFollower || m < 0 {
+		if st.Kind == core.IsolateFollower || m < 0 {
 			var others []int
 			for i := range n {
 				if i != m {
 					others = append(others, i)
 				}
 			}
-			victim = others[st.Pick%len(others)]
+			victim = others[st.Target%len(others)]
 		}
 		id := r.Net.Contribute(r.Net.RaftLinksOf(victim), st.Mode, 0)
-		return fmt.Sprintf("%s n%d%s (%s)", st.Kind, victim+1, masterTag(victim, m), st.Mode), func() { r.Net.Withdraw(id) }
-	case Bridge:
+		return ran(fmt.Sprintf("%s n%d%s (%s)", st.Kind, victim+1, masterTag(victim, m), st.Mode), func() { r.Net.Withdraw(id) })
+	case core.Bridge:
 		var pairs [][2]int
 		for a := range n {
 			for b := a + 1; b < n; b++ {
 				pairs = append(pairs, [2]int{a, b})
 			}
 		}
-		p := pairs[st.Pick%len(pairs)]
+		p := pairs[st.Target%len(pairs)]
 		bridge := 3 - p[0] - p[1] // n == 3
 		m := r.master()
 		id := r.Net.Contribute([]*netproxy.Link{r.Net.Raft[p[0]][p[1]], r.Net.Raft[p[1]][p[0]]}, st.Mode, 0)
-		return fmt.Sprintf("bridge: n%d ✕ n%d, both through n%d (master %s, %s)", p[0]+1, p[1]+1, bridge+1, nodeName(m), st.Mode), func() { r.Net.Withdraw(id) }
-	case OneWay:
+		return ran(fmt.Sprintf("bridge: n%d ✕ n%d, both through n%d (master %s, %s)", p[0]+1, p[1]+1, bridge+1, nodeName(m), st.Mode), func() { r.Net.Withdraw(id) })
+	case core.OneWay:
 		m := r.master()
 		pairs := n * (n - 1)
 		var from, to int
-		if p := st.Pick % (pairs + 1); p < pairs || m < 0 {
+		if p := st.Target % (pairs + 1); p < pairs || m < 0 {
 			p %= pairs
 			from, to = p/(n-1), p%(n-1)
 			if to >= from {
@@ -228,46 +173,46 @@ func (r *Runner) inject(st Step) (string, func()) {
 			to = (m + 1 + st.Pick2%(n-1)) % n
 		}
 		id := r.Net.Contribute([]*netproxy.Link{r.Net.Raft[from][to]}, st.Mode, 0)
-		return fmt.Sprintf("one-way: n%d → n%d cut, n%d → n%d up (master %s, %s)", from+1, to+1, to+1, from+1, nodeName(m), st.Mode), func() { r.Net.Withdraw(id) }
-	case DelayRaft:
+		return ran(fmt.Sprintf("one-way: n%d → n%d cut, n%d → n%d up (master %s, %s)", from+1, to+1, to+1, from+1, nodeName(m), st.Mode), func() { r.Net.Withdraw(id) })
+	case core.DelayRaft:
 		var links []*netproxy.Link
 		var what string
-		if p := st.Pick % (n + 1); p == n {
+		if p := st.Target % (n + 1); p == n {
 			links, what = r.Net.AllRaft(), "every raft link"
 		} else {
 			links, what = r.Net.RaftLinksOf(p), fmt.Sprintf("n%d's raft links", p+1)
 		}
 		id := r.Net.Contribute(links, netproxy.Pass, st.Delay)
-		return fmt.Sprintf("delay-raft: %s by %v", what, st.Delay), func() { r.Net.Withdraw(id) }
-	case CutClient, DelayClient:
+		return ran(fmt.Sprintf("delay-raft: %s by %v", what, st.Delay), func() { r.Net.Withdraw(id) })
+	case core.CutClient, core.DelayClient:
 		names := r.Net.ClientNames()
 		if len(names) == 0 {
-			return "no clients", nil
+			return skip("no clients")
 		}
-		name := names[st.Pick%len(names)]
+		name := names[st.Target%len(names)]
 		links := r.Net.ClientLinks(name)
 		what := "every server"
-		if st.Kind == CutClient && st.Pick2%2 == 1 {
+		if st.Kind == core.CutClient && st.Pick2%2 == 1 {
 			if m := r.master(); m >= 0 {
 				links, what = []*netproxy.Link{links[m]}, fmt.Sprintf("the master n%d", m+1)
 			}
 		}
-		if st.Kind == DelayClient {
+		if st.Kind == core.DelayClient {
 			id := r.Net.Contribute(links, netproxy.Pass, st.Delay)
-			return fmt.Sprintf("delay-client: %s's links by %v", name, st.Delay), func() { r.Net.Withdraw(id) }
+			return ran(fmt.Sprintf("delay-client: %s's links by %v", name, st.Delay), func() { r.Net.Withdraw(id) })
 		}
 		id := r.Net.Contribute(links, st.Mode, 0)
-		return fmt.Sprintf("cut-client: %s from %s (%s)", name, what, st.Mode), func() { r.Net.Withdraw(id) }
+		return ran(fmt.Sprintf("cut-client: %s from %s (%s)", name, what, st.Mode), func() { r.Net.Withdraw(id) })
 	}
-	return fmt.Sprintf("unknown kind %d", int(st.Kind)), nil
+	return skip(fmt.Sprintf("unknown kind %d", int(st.Kind)))
 }
 
 // pickServer resolves a server target: pick%(n+1) == n is the master of the
 // moment. A server held by another process fault is passed over for the
 // next free one. It returns the server, the master seen (-1: none), or -1
 // and why.
-func (r *Runner) pickServer(pick int) (int, int, string) {
-	n := len(r.Servers)
+func (r *Target) pickServer(pick int) (int, int, string) {
+	n := len(r.Nodes)
 	m := r.master()
 	want := pick % (n + 1)
 	if want == n {
@@ -276,10 +221,8 @@ func (r *Runner) pickServer(pick int) (int, int, string) {
 			want = pick % n
 		}
 	}
-	for d := range n {
-		if i := (want + d) % n; r.busy[i] == "" {
-			return i, m, ""
-		}
+	if i, _ := core.NextFree(want, n, func(i int) bool { return r.busy[i] == "" }); i >= 0 {
+		return i, m, ""
 	}
 	return -1, m, fmt.Sprintf("every server is held by another fault (%v)", r.busy)
 }
@@ -302,25 +245,24 @@ func nodeName(i int) string {
 // as master (the greatest epoch if several do: an old master may not know
 // yet), asking every server that runs and is not paused; it waits up to
 // masterWait for one, and returns -1 if none.
-func (r *Runner) master() int {
-	deadline := time.Now().Add(masterWait)
-	for {
-		if m := r.masterNow(); m >= 0 || time.Now().After(deadline) {
-			return m
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+func (r *Target) master() int {
+	m := -1
+	wait.Until(masterWait, func() bool {
+		m = r.masterNow()
+		return m >= 0
+	})
+	return m
 }
 
-func (r *Runner) masterNow() int {
+func (r *Target) masterNow() int {
 	type status struct {
 		Master bool   `json:"master"`
 		Epoch  uint64 `json:"epoch"`
 	}
 	hc := &http.Client{Timeout: 500 * time.Millisecond}
-	sts := make([]status, len(r.Servers))
+	sts := make([]status, len(r.Nodes))
 	var wg sync.WaitGroup
-	for i, s := range r.Servers {
+	for i, s := range r.Nodes {
 		if r.busy[i] != "" {
 			continue
 		}

@@ -24,13 +24,14 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/linear"
-	"github.com/chubby-dev/chubby/testing/nemesis"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
-// plan is which schedules a run plays (nemesis.PlanFromEnv: the same
+// plan is which schedules a run plays (core.PlanFromEnv: the same
 // environment variables as the in-process nemesis).
-type plan struct{ nemesis.Plan }
+type plan struct{ core.Plan }
 
 // The short run's seeds: fixed, so that `go test` plays the same schedules
 // every time (not the same interleavings: the scheduler decides those);
@@ -42,7 +43,7 @@ const shortDuration = 10 * time.Second
 
 // planFromEnv is the plan the environment asks for.
 func planFromEnv(t *testing.T) plan {
-	p, err := nemesis.PlanFromEnv(shortSeeds, shortDuration)
+	p, err := core.PlanFromEnv(shortSeeds, shortDuration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,19 +51,20 @@ func planFromEnv(t *testing.T) plan {
 }
 
 // bounds are the schedule bounds of a plan.
-func (p plan) bounds() Bounds {
-	b := Bounds{
+func (p plan) bounds() core.Bounds {
+	b := core.Bounds{
 		Duration: p.Duration,
-		MinGap:   300 * time.Millisecond, MaxGap: 1200 * time.Millisecond,
+		Kinds:    core.ProcessKinds, Deal: true,
+		MinGap: 300 * time.Millisecond, MaxGap: 1200 * time.Millisecond,
 		MinHold: 500 * time.Millisecond, MaxHold: 3 * time.Second,
-		MinPause: lockPause, MaxPause: lockPause + 2*time.Second,
+		PauseMin: lockPause, PauseMax: lockPause + 2*time.Second,
 		MinDelay: 5 * time.Millisecond, MaxDelay: 60 * time.Millisecond,
 		MaxOverlap: 3,
 	}
 	if p.Long {
 		b.MinGap, b.MaxGap = 500*time.Millisecond, 5*time.Second
 		b.MinHold, b.MaxHold = time.Second, 10*time.Second
-		b.MaxPause = 60 * time.Second
+		b.PauseMax = 60 * time.Second
 		b.MaxDelay = 150 * time.Millisecond
 	}
 	return b
@@ -96,7 +98,7 @@ func TestProcNemesis(t *testing.T) {
 	p := planFromEnv(t)
 	t.Logf("process nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
 	start := time.Now()
-	injected := map[Kind]int{}
+	injected := map[core.Kind]int{}
 	for _, seed := range p.Seeds {
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			defer func() {
@@ -114,12 +116,12 @@ func TestProcNemesis(t *testing.T) {
 		}
 	}
 	var parts []string
-	for _, k := range Kinds() {
+	for _, k := range core.ProcessKinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, injected[k]))
 	}
 	t.Logf("faults injected over the plan (%v): %s", time.Since(start).Round(time.Second), strings.Join(parts, " "))
 	if !p.Explicit && !p.Long && !t.Failed() {
-		for _, k := range Kinds() {
+		for _, k := range core.ProcessKinds {
 			if injected[k] == 0 {
 				t.Errorf("the short plan injected no %s fault: its seeds no longer cover every kind", k)
 			}
@@ -131,14 +133,14 @@ func TestProcNemesis(t *testing.T) {
 // fault between them (whether each is injected also depends on the cell:
 // TestProcNemesis checks that).
 func TestShortPlanDrawsEveryKind(t *testing.T) {
-	b := plan{nemesis.Plan{Duration: shortDuration}}.bounds()
-	seen := map[Kind]int{}
+	b := plan{core.Plan{Duration: shortDuration}}.bounds()
+	seen := map[core.Kind]int{}
 	for _, seed := range shortSeeds {
-		for k, n := range NewSchedule(seed, b).Kinds() {
+		for k, n := range core.NewSchedule(seed, b).Kinds() {
 			seen[k] += n
 		}
 	}
-	for _, k := range Kinds() {
+	for _, k := range core.ProcessKinds {
 		if seen[k] == 0 {
 			t.Errorf("the short seeds %v draw no %s", shortSeeds, k)
 		}
@@ -180,24 +182,20 @@ func startCell(t *testing.T, nt *Net) (*proc.Cell, []*proc.Server) {
 	// The raft traffic goes through the proxies: the master dials each
 	// follower through its link (heartbeats start at once).
 	m := serverIndex(c.Master(t))
-	deadline := time.Now().Add(10 * time.Second)
 	for j := range nServers {
 		if j == m {
 			continue
 		}
-		for nt.Raft[m][j].Stats().BytesUp == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("no raft traffic from master n%d to n%d through its proxy: -raft-route not in force", m+1, j+1)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !wait.Until(10*time.Second, func() bool { return nt.Raft[m][j].Stats().BytesUp > 0 }) {
+			t.Fatalf("no raft traffic from master n%d to n%d through its proxy: -raft-route not in force", m+1, j+1)
 		}
 	}
 	return c, servers
 }
 
-func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
+func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 	began := time.Now()
-	sched := NewSchedule(seed, p.bounds())
+	sched := core.NewSchedule(seed, p.bounds())
 	t.Log(sched)
 
 	nt, err := NewNet(nServers)
@@ -210,8 +208,8 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	for i, s := range servers {
 		rpcAddrs[i] = s.RPCAddr
 	}
-	store, err := StartStore(true)
-	if err != nil {
+	store := core.NewCounterStore(true, MonoNow)
+	if err := store.Serve(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
@@ -242,12 +240,11 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	setup.Close()
 
 	h := NewHistory()
-	stop := make(chan struct{})
+	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var stopOnce sync.Once
 	var sessions []*Sess
 	stopInProcess := func() {
-		stopOnce.Do(func() { close(stop) })
+		stop()
 		wg.Wait()
 		for _, s := range sessions {
 			s.Close()
@@ -255,8 +252,11 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	}
 	defer stopInProcess()
 
-	// Register clients.
-	regStats := &RegStats{Last: make([]atomic.Int64, 1+2*(nRegClients-1))}
+	// Register clients. Every register client also reads the file the lock
+	// workers write with their sequencers; only the workers write it.
+	regStats := &core.RegStats{Last: make([]atomic.Int64, 1+2*(nRegClients-1))}
+	regs := &core.Registers{Keys: append(append([]string(nil), keys...), fencedPath), Writable: nKeys, Rec: h.Recorder, Stats: regStats,
+		ReadThink: 3 * time.Millisecond, WriteThink: 10 * time.Millisecond}
 	id := 0
 	for i := range nRegClients {
 		name := fmt.Sprintf("reg%d", i)
@@ -266,23 +266,20 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 		}
 		cfg := regConfig
 		cfg.Servers = addrs
-		// Every register client also reads the file the lock workers write
-		// with their sequencers; only the workers write it.
-		s := NewSess(name, cfg, append(append([]string(nil), keys...), fencedPath))
-		s.Writable = nKeys
+		s := NewSess(name, cfg, regs.Keys)
 		sessions = append(sessions, s)
 		if i > 0 {
 			wg.Add(1)
 			go func(id int) {
 				defer wg.Done()
-				RunWriter(id, s, rand.New(rand.NewPCG(seed, uint64(id))), h, regStats, stop)
+				regs.RunWriter(runCtx, id, name, s, rand.New(rand.NewPCG(seed, uint64(id))))
 			}(id)
 			id++
 		}
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			RunReader(id, s, rand.New(rand.NewPCG(seed, uint64(id))), h, regStats, stop)
+			regs.RunReader(runCtx, id, name, s, rand.New(rand.NewPCG(seed, uint64(id))))
 		}(id)
 		id++
 	}
@@ -299,7 +296,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		dur.Run(durSess, h, stop)
+		dur.Run(runCtx, durSess, h)
 	}()
 	// Lock clients, each a process of its own.
 	workers := make([]*WorkerProc, nLockWorkers)
@@ -309,7 +306,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 			t.Fatal(err)
 		}
 		cfg := lockConfig
-		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed, cfg.Fenced = i, addrs, store.Addr(), lockPath, seed, fencedPath
+		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed, cfg.Fenced = i, addrs, store.URL(), lockPath, seed, fencedPath
 		workers[i] = StartWorker(t, cfg)
 	}
 	stopWorkers := func() {
@@ -330,12 +327,12 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	setupTook := time.Since(began)
 
 	// The schedule.
-	r := &Runner{T: t, Servers: servers, Net: nt, Workers: workers, Hist: h}
+	r := &Target{T: t, Nodes: servers, Net: nt, Workers: workers}
 	schedStart := time.Now()
-	r.Run(sched)
+	tally := r.Run(sched, h)
 	healedAt, healedMono := h.Now(), MonoNow()
 	t.Logf("seed %d: schedule played in %v (planned %v); faults injected: %s; skipped: %s",
-		seed, time.Since(schedStart).Round(time.Millisecond), p.Duration, kindCounts(r.Injected), kindCounts(r.Skipped))
+		seed, time.Since(schedStart).Round(time.Millisecond), p.Duration, core.CountString(tally.Ran), core.CountString(tally.Skipped))
 
 	// Liveness once healed: one master, a write served, every client
 	// making progress again.
@@ -398,8 +395,8 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 			if err != nil {
 				t.Fatalf("final read of %s: %v", k, err)
 			}
-			h.Add(porcupine.Operation{ClientId: finalID, Input: nemesis.RegInput{Kind: nemesis.OpRead, Key: k}, Call: call,
-				Output: nemesis.RegOutput{Value: v}, Return: h.Now(), Metadata: "final read after the heal"})
+			h.Add(porcupine.Operation{ClientId: finalID, Input: core.RegInput{Kind: core.OpRead, Key: k}, Call: call,
+				Output: core.RegOutput{Value: v}, Return: h.Now(), Metadata: "final read after the heal"})
 		}
 		d, err := cl.Open(ctx, durDir)
 		if err != nil {
@@ -420,16 +417,16 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	}()
 
 	// Fencing.
-	var events []Event
+	var events []core.Event
 	for _, w := range workers {
 		events = append(events, w.Events()...)
 	}
-	holds := HoldsFrom(events, h.At)
-	ops, final, rejected := store.Snapshot()
+	holds := core.HoldsFrom(events, h.At)
+	ops, final, rejected := core.CounterSnapshot(store)
 	ls := lockStats(events, workers)
 	t.Logf("seed %d locks: %d holds, %d increments admitted (counter %d), store refused %d stale operations; %s",
 		seed, len(holds), countWrites(ops), final, rejected, ls)
-	for i, v := range CheckFencing(holds, ops, final) {
+	for i, v := range core.CheckFencing(holds, ops, final) {
 		if i == 20 {
 			t.Errorf("seed %d: fencing: ... and more", seed)
 			break
@@ -439,23 +436,23 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	if countWrites(ops) == 0 {
 		t.Errorf("seed %d: the fencing workload admitted no increment", seed)
 	}
-	cwrites := CellWritesFrom(events, h.At)
+	cwrites := core.CellWritesFrom(events, h.At)
 	cwOK, cwBad := 0, 0
 	for _, w := range cwrites {
 		switch {
 		case w.OK:
 			cwOK++
-			h.Add(porcupine.Operation{ClientId: 100 + w.Worker, Input: nemesis.RegInput{Kind: nemesis.OpWrite, Key: fencedPath, Value: w.Data},
-				Call: w.Call, Output: nemesis.RegOutput{OK: true}, Return: w.Ret, Metadata: fmt.Sprintf("lockworker%d, fenced at gen %d", w.Worker, w.Gen)})
+			h.Add(porcupine.Operation{ClientId: 100 + w.Worker, Input: core.RegInput{Kind: core.OpWrite, Key: fencedPath, Value: w.Data},
+				Call: w.Call, Output: core.RegOutput{OK: true}, Return: w.Ret, Metadata: fmt.Sprintf("lockworker%d, fenced at gen %d", w.Worker, w.Gen)})
 		case w.BadSeq:
 			cwBad++ // refused by the cell: no effect
 		default:
-			h.Add(porcupine.Operation{ClientId: 100 + w.Worker, Input: nemesis.RegInput{Kind: nemesis.OpWrite, Key: fencedPath, Value: w.Data},
-				Call: w.Call, Output: nemesis.RegOutput{Unknown: true}, Return: math.MaxInt64, Metadata: fmt.Sprintf("lockworker%d, fenced at gen %d: outcome unknown", w.Worker, w.Gen)})
+			h.Add(porcupine.Operation{ClientId: 100 + w.Worker, Input: core.RegInput{Kind: core.OpWrite, Key: fencedPath, Value: w.Data},
+				Call: w.Call, Output: core.RegOutput{Unknown: true}, Return: math.MaxInt64, Metadata: fmt.Sprintf("lockworker%d, fenced at gen %d: outcome unknown", w.Worker, w.Gen)})
 		}
 	}
 	t.Logf("seed %d fenced cell writes: %d committed, %d refused by the cell (stale sequencer), %d unknown", seed, cwOK, cwBad, len(cwrites)-cwOK-cwBad)
-	for _, v := range CheckCellFencing(holds, cwrites) {
+	for _, v := range core.CheckCellFencing(holds, cwrites) {
 		t.Errorf("seed %d: cell fencing: %s", seed, v)
 	}
 	if cwOK == 0 {
@@ -483,14 +480,14 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 	}
 	checkStart := time.Now()
 	t.Run("registers", func(t *testing.T) {
-		linear.Check(t, nemesis.CASRegisterModel, h.History(), h.Annotations()...)
+		linear.Check(t, core.CASRegisterModel, h.History(), h.Annotations()...)
 	})
 	t.Run("lock", func(t *testing.T) {
-		linear.Check(t, linear.LockModel, LockHistory(events, lockPath, h.At), h.Annotations()...)
+		linear.Check(t, linear.LockModel, core.LockHistory(events, lockPath, h.At), h.Annotations()...)
 	})
 	t.Logf("seed %d took %v: setup %v, schedule %v, heal and progress %v, checks %v", seed, time.Since(began).Round(time.Millisecond),
 		setupTook.Round(time.Millisecond), p.Duration, healTook.Round(time.Millisecond), time.Since(checkStart).Round(time.Millisecond))
-	return r.Injected
+	return tally.Ran
 }
 
 // duplicateWrites names a value written twice to one register ("" if
@@ -498,8 +495,8 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[Kind]int {
 func duplicateWrites(ops []porcupine.Operation) string {
 	seen := map[[2]string]bool{}
 	for _, op := range ops {
-		in := op.Input.(nemesis.RegInput)
-		if in.Kind == nemesis.OpRead {
+		in := op.Input.(core.RegInput)
+		if in.Kind == core.OpRead {
 			continue
 		}
 		k := [2]string{in.Key, in.Value}
@@ -525,33 +522,13 @@ func readFile(ctx context.Context, cl *client.Client, path string) (string, clie
 // until it is done or timeout passes, which fails the test.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		missing := cond()
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, timeout, missing)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var missing string
+	if !wait.Until(timeout, func() bool { missing = cond(); return missing == "" }) {
+		t.Fatalf("%s: not within %v: %s", what, timeout, missing)
 	}
 }
 
-func kindCounts(m map[Kind]int) string {
-	var parts []string
-	for _, k := range Kinds() {
-		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " ")
-}
-
-func countWrites(ops []StoreOp) int {
+func countWrites(ops []core.StoreOp) int {
 	n := 0
 	for _, op := range ops {
 		if op.Write {
@@ -565,25 +542,7 @@ func countWrites(ops []StoreOp) int {
 // pauses that landed inside a hold: a worker stopped between its read of
 // the counter and its write, whose write on waking the store refused
 // (fencing at work) or admitted (the lock had not moved on).
-func lockStats(events []Event, workers []*WorkerProc) string {
-	acqFail, lost, refused, checks, invalid := 0, 0, 0, 0, 0
-	whys := map[string]int{}
-	for _, e := range events {
-		switch {
-		case e.Ev == "acq" && !e.OK:
-			acqFail++
-			whys[errClass(e.Err)]++
-		case e.Ev == "lost":
-			lost++
-		case (e.Ev == "read" || e.Ev == "write") && e.Refused:
-			refused++
-		case e.Ev == "check" && e.Err == "":
-			checks++
-			if !e.OK {
-				invalid++
-			}
-		}
-	}
+func lockStats(events []core.Event, workers []*WorkerProc) string {
 	mid, midRefused := 0, 0
 	for _, w := range workers {
 		evs := w.Events()
@@ -608,24 +567,7 @@ func lockStats(events []Event, workers []*WorkerProc) string {
 			}
 		}
 	}
-	var why []string
-	for w, n := range whys {
-		why = append(why, fmt.Sprintf("%d× %s", n, w))
-	}
-	sort.Strings(why)
-	return fmt.Sprintf("%d acquires failed (%s), %d sessions lost, %d store calls refused, %d sequencer checks (%d invalid); %d pauses landed mid-increment, %d of those writes refused on waking",
-		acqFail, strings.Join(why, "; "), lost, refused, checks, invalid, mid, midRefused)
-}
-
-// errClass is an error message without its numbers (session ids,
-// generations, addresses), to count errors by kind.
-func errClass(msg string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return -1
-		}
-		return r
-	}, msg)
+	return fmt.Sprintf("%s; %d pauses landed mid-increment, %d of those writes refused on waking", core.CountLocks(events), mid, midRefused)
 }
 
 // TestUnfencedPauseLosesIncrement is the negative control of the fencing
@@ -649,15 +591,15 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup.Close()
-	store, err := StartStore(false)
-	if err != nil {
+	store := core.NewCounterStore(false, MonoNow)
+	if err := store.Serve(); err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
 	workers := make([]*WorkerProc, 2)
 	for i := range workers {
 		cfg := lockConfig
-		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed = i, c.AddrList(), store.Addr(), lockPath, 1
+		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed = i, c.AddrList(), store.URL(), lockPath, 1
 		workers[i] = StartWorker(t, cfg)
 	}
 	w := workers[0]
@@ -665,7 +607,7 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 		t.Fatalf("lock worker 0 never read the counter")
 	}
 	w.Pause(t)
-	time.Sleep(lockPause)
+	wait.Sleep(context.Background(), lockPause) // pacing: the pause's length
 	w.Resume(t)
 	// The stopped hold's write, on waking.
 	waitFor(t, 30*time.Second, "the paused worker writes on waking", func() string {
@@ -682,12 +624,12 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var events []Event
+	var events []core.Event
 	for _, w := range workers {
 		events = append(events, w.Events()...)
 	}
-	ops, final, _ := store.Snapshot()
-	bad := CheckFencing(HoldsFrom(events, func(x int64) int64 { return x }), ops, final)
+	ops, final, _ := core.CounterSnapshot(store)
+	bad := core.CheckFencing(core.HoldsFrom(events, func(x int64) int64 { return x }), ops, final)
 	t.Logf("unfenced: %d increments admitted, counter %d; %s; %d violations, first: %.200q", countWrites(ops), final, lockStats(events, workers[:1]), len(bad), append(bad, "")[0])
 	if all := strings.Join(bad, "\n"); !strings.Contains(all, "does not follow its own hold's read") && !strings.Contains(all, "lost or repeated") {
 		t.Fatalf("the unfenced store lost no increment under a pause past the lease; violations: %q", bad)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chubby-dev/chubby/testing/nemesis"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 )
 
 // TestScheduleFromSeed: a seed gives one schedule; its steps start in
@@ -15,14 +15,14 @@ import (
 // as kinds has every kind (the deck).
 func TestScheduleFromSeed(t *testing.T) {
 	for _, long := range []bool{false, true} {
-		p := plan{nemesis.Plan{Duration: shortDuration, Long: long}}
+		p := plan{core.Plan{Duration: shortDuration, Long: long}}
 		if long {
 			p.Duration = 60 * time.Second
 		}
 		b := p.bounds()
 		for seed := uint64(0); seed < 50; seed++ {
-			s := NewSchedule(seed, b)
-			if !reflect.DeepEqual(s, NewSchedule(seed, b)) {
+			s := core.NewSchedule(seed, b)
+			if !reflect.DeepEqual(s, core.NewSchedule(seed, b)) {
 				t.Fatalf("seed %d: two different schedules", seed)
 			}
 			if len(s.Steps) == 0 {
@@ -35,8 +35,8 @@ func TestScheduleFromSeed(t *testing.T) {
 				if st.At+st.Hold > b.Duration || st.Hold < b.MinHold {
 					t.Fatalf("seed %d: step %s outside the bounds %+v", seed, st, b)
 				}
-				if st.Kind == PauseClient && st.Hold < b.MinPause {
-					t.Fatalf("seed %d: a client pause of %v, shorter than %v", seed, st.Hold, b.MinPause)
+				if st.Kind == core.PauseClient && st.Hold < b.PauseMin {
+					t.Fatalf("seed %d: a client pause of %v, shorter than %v", seed, st.Hold, b.PauseMin)
 				}
 				active := 0
 				for _, o := range s.Steps {
@@ -48,12 +48,12 @@ func TestScheduleFromSeed(t *testing.T) {
 					t.Fatalf("seed %d: %d steps active at %v, at most %d allowed", seed, active, st.At, b.MaxOverlap)
 				}
 			}
-			if len(s.Steps) >= int(numKinds)+1 {
+			if len(s.Steps) >= len(core.ProcessKinds)+1 {
 				// The first numKinds draws are one deck; one PauseClient may
 				// have been swapped for lack of room, which costs a draw.
 				kinds := s.Kinds()
 				missing := 0
-				for _, k := range Kinds() {
+				for _, k := range core.ProcessKinds {
 					if kinds[k] == 0 {
 						missing++
 					}
@@ -67,8 +67,8 @@ func TestScheduleFromSeed(t *testing.T) {
 			}
 		}
 	}
-	b := plan{nemesis.Plan{Duration: shortDuration}}.bounds()
-	if NewSchedule(1, b).String() == NewSchedule(2, b).String() {
+	b := plan{core.Plan{Duration: shortDuration}}.bounds()
+	if core.NewSchedule(1, b).String() == core.NewSchedule(2, b).String() {
 		t.Errorf("seeds 1 and 2 drew the same schedule")
 	}
 }

@@ -3,19 +3,18 @@ package procnemesis
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/testing/fencedstore"
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -30,7 +29,7 @@ type WorkerConfig struct {
 	// Servers are the worker's own proxies, one per server: its only way
 	// to the cell.
 	Servers []string `json:"servers"`
-	// Store is the fenced store's address (host:port).
+	// Store is the fenced store's URL (testing/fencedstore).
 	Store string `json:"store"`
 	// Lock is the path of the lock file.
 	Lock string `json:"lock"`
@@ -49,53 +48,6 @@ type WorkerConfig struct {
 	Fenced string `json:"fenced,omitempty"`
 }
 
-// Event is one line of a worker's stdout: an operation it finished, with
-// its call and return times on MonoNow's clock.
-//
-//	session  a session was created (Session; Call..Ret the Dial)
-//	acq      Acquire of the lock: OK with Gen, or Err
-//	read     fenced read of the counter from the store: OK with Value, or
-//	         Refused (stale sequencer), or Err
-//	check    CheckSequencer of the hold's sequencer: OK is its answer
-//	         (valid) unless Err says it failed
-//	write    fenced write of Value to the store: OK, Refused, or Err
-//	cwrite   sequencer-fenced write of Data to the cell file Fenced: OK,
-//	         or BadSeq (the cell found the sequencer invalid), or Err. One
-//	         that failed because the session ended is tried once more
-//	         through the next session with the same sequencer (Hold and
-//	         Gen are the old hold's, Session the new one's)
-//	rel      Release: OK, or Err
-//	lost     the session ended without Close (expired): Call is the last
-//	         time the worker knew it alive (the call time of its last
-//	         successful call that needs a live session), Ret when it
-//	         learned
-//	exit     the worker stops (after its stdin closed and its session was
-//	         closed)
-//
-// An acq that failed because its context ended has Cancelled set: the
-// client then asked the master to drop the request, which gives back the
-// lock if the grant raced the cancel.
-type Event struct {
-	Ev      string `json:"ev"`
-	Worker  int    `json:"w"`
-	Hold    int    `json:"h,omitempty"`
-	Session uint64 `json:"s,omitempty"`
-	Gen     uint64 `json:"g,omitempty"`
-	Call    int64  `json:"c"`
-	Ret     int64  `json:"r"`
-	OK      bool   `json:"ok,omitempty"`
-	Value   int    `json:"v,omitempty"`
-	Data    string `json:"d,omitempty"`
-	Refused bool   `json:"refused,omitempty"`
-	// Err is the error of a failed call; Expired, NotHeld, Cancelled and
-	// BadSeq classify it.
-	Err       string `json:"err,omitempty"`
-	Expired   bool   `json:"expired,omitempty"`
-	NotHeld   bool   `json:"not_held,omitempty"`
-	Cancelled bool   `json:"cancelled,omitempty"`
-	BadSeq    bool   `json:"bad_seq,omitempty"`
-}
-
 // RunWorkerIfAsked runs a lock-client worker and exits the process if
 // WorkerEnv is set; otherwise it returns. Call it first in TestMain.
 func RunWorkerIfAsked() {
@@ -111,16 +63,17 @@ func RunWorkerIfAsked() {
 	os.Exit(runWorker(cfg, os.Stdin, os.Stdout))
 }
 
-// worker is the lock client: it loops lock → fenced read → (think, maybe
-// CheckSequencer) → fenced write of read+1 → release, and reports each step.
+// worker is the lock client: it keeps a session and a handle on the lock
+// and runs core.LockCycle hold after hold — lock → fenced read → think
+// (maybe CheckSequencer) → fenced cell write → fenced store write of
+// read+1 → release — writing each step to stdout.
 type worker struct {
 	cfg   WorkerConfig
 	rng   *rand.Rand
 	out   io.Writer
 	outMu sync.Mutex
-	store *http.Client
 	log   hclog.Logger
-	stop  atomic.Bool
+	cycle *core.LockCycle
 
 	cl        *client.Client
 	h         *client.Handle
@@ -142,26 +95,34 @@ type zombieWrite struct {
 
 func runWorker(cfg WorkerConfig, stdin io.Reader, stdout io.Writer) int {
 	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))), out: stdout,
-		store: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}},
-		log:   hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("lockworker%d", cfg.ID), Level: hclog.Warn, Output: os.Stderr})}
-	stopped := make(chan struct{})
+		log: hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("lockworker%d", cfg.ID), Level: hclog.Warn, Output: os.Stderr})}
+	w.cycle = &core.LockCycle{Worker: cfg.ID, Now: MonoNow, Think: cfg.Think, Emit: w.emit,
+		Store: fencedstore.Client{URL: cfg.Store, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}}},
+		Alive: func(call int64) { w.lastAlive = max(w.lastAlive, call) }}
+	if cfg.Fenced != "" {
+		// First into the cell, then into the store: a holder stopped after
+		// its read meets both fences on waking.
+		w.cycle.BeforeWrite = func(seq client.Sequencer, sid uint64, hold, value int) {
+			w.cellWrite(seq, sid, hold, fmt.Sprintf("w%d-h%d-v%d", cfg.ID, hold, value), true)
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
 	go func() {
 		io.Copy(io.Discard, stdin) // the test closes stdin to stop the worker
-		w.stop.Store(true)
-		close(stopped)
+		stop()
 	}()
-	for !w.stop.Load() {
-		w.iterate(stopped)
+	for ctx.Err() == nil {
+		w.iterate(ctx)
 	}
 	if w.cl != nil {
 		w.cl.Close()
 	}
 	now := MonoNow()
-	w.emit(Event{Ev: "exit", Call: now, Ret: now})
+	w.emit(core.Event{Ev: "exit", Call: now, Ret: now})
 	return 0
 }
 
-func (w *worker) emit(e Event) {
+func (w *worker) emit(e core.Event) {
 	e.Worker = w.cfg.ID
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -174,23 +135,14 @@ func (w *worker) emit(e Event) {
 	}
 }
 
-// errEvent fills an event's error fields.
-func errEvent(e *Event, err error) {
-	e.Err = err.Error()
-	e.Expired = errors.Is(err, client.ErrSessionExpired)
-	e.NotHeld = errors.Is(err, client.ErrNotHeld)
-	e.Cancelled = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	e.BadSeq = errors.Is(err, client.ErrBadSequencer)
-}
-
 // session makes sure the worker has a live session and a handle on the
 // lock; false if it has none now (it retries on the next iteration).
-func (w *worker) session(stopped <-chan struct{}) bool {
+func (w *worker) session(ctx context.Context) bool {
 	if w.cl != nil {
 		select {
 		case <-w.cl.Done():
 			now := MonoNow()
-			w.emit(Event{Ev: "lost", Session: w.cl.Session().ID, Call: w.lastAlive, Ret: now})
+			w.emit(core.Event{Ev: "lost", Session: w.cl.Session().ID, Call: w.lastAlive, Ret: now})
 			w.cl.Close()
 			w.cl, w.h = nil, nil
 		default:
@@ -199,27 +151,20 @@ func (w *worker) session(stopped <-chan struct{}) bool {
 	if w.cl == nil {
 		cfg := client.Config{Servers: w.cfg.Servers, FixedServers: true, SessionTTL: w.cfg.TTL, Grace: w.cfg.Grace,
 			LockDelay: w.cfg.LockDelay, Logger: w.log}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		go func() {
-			select {
-			case <-stopped:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		call := MonoNow()
-		cl, err := client.Dial(ctx, cfg)
+		cl, err := client.Dial(dctx, cfg)
 		cancel()
 		if err != nil {
 			return false
 		}
 		w.cl, w.lastAlive = cl, call
-		w.emit(Event{Ev: "session", Session: cl.Session().ID, Call: call, Ret: MonoNow(), OK: true})
+		w.emit(core.Event{Ev: "session", Session: cl.Session().ID, Call: call, Ret: MonoNow(), OK: true})
 	}
 	if w.h == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		octx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		call := MonoNow()
-		h, err := w.cl.Open(ctx, w.cfg.Lock, client.Create())
+		h, err := w.cl.Open(octx, w.cfg.Lock, client.Create())
 		cancel()
 		if err != nil {
 			return false
@@ -229,162 +174,32 @@ func (w *worker) session(stopped <-chan struct{}) bool {
 	return true
 }
 
-func (w *worker) iterate(stopped <-chan struct{}) {
-	if !w.session(stopped) {
-		time.Sleep(50 * time.Millisecond)
+func (w *worker) iterate(ctx context.Context) {
+	if !w.session(ctx) {
+		wait.Sleep(ctx, 50*time.Millisecond)
 		return
 	}
-	sid := w.cl.Session().ID
 	if z := w.zombie; z != nil {
 		w.zombie = nil
-		hold := w.hold
-		w.hold = z.hold
-		w.cellWrite(z.seq, sid, z.data, false)
-		w.hold = hold
+		w.cellWrite(z.seq, w.cl.Session().ID, z.hold, z.data, false)
 	}
 	w.hold++
-	acq := Event{Ev: "acq", Hold: w.hold, Session: sid, Call: MonoNow()}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err := w.h.Acquire(ctx, client.Exclusive)
-	cancel()
-	acq.Ret = MonoNow()
-	if err != nil {
-		errEvent(&acq, err)
-		w.emit(acq)
-		// Not a spin: an Acquire whose cancel did not reach the master
-		// leaves its request queued, and the next one is refused at once
-		// ("already waiting") until the queued one is granted.
-		time.Sleep(20 * time.Millisecond)
-		return
-	}
-	seq, err := w.h.Sequencer()
-	if err != nil {
-		panic(fmt.Sprintf("worker %d: no sequencer right after Acquire: %v", w.cfg.ID, err))
-	}
-	acq.OK, acq.Gen, w.lastAlive = true, seq.Gen, acq.Call
-	w.emit(acq)
-
-	w.critical(seq, sid)
-
-	rel := Event{Ev: "rel", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
-	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	err = w.h.Release(ctx)
-	cancel()
-	rel.Ret = MonoNow()
-	if err != nil {
-		errEvent(&rel, err)
-	} else {
-		rel.OK, w.lastAlive = true, rel.Call
-	}
-	w.emit(rel)
-	time.Sleep(time.Duration(w.rng.Int64N(int64(5 * time.Millisecond))))
-}
-
-// critical is the hold's work: fenced read, think, (maybe CheckSequencer,)
-// fenced cell write, fenced store write of read+1.
-func (w *worker) critical(seq client.Sequencer, sid uint64) {
-	rd := Event{Ev: "read", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
-	v, refused, err := w.storeCall(http.MethodGet, seq, 0)
-	rd.Ret = MonoNow()
-	switch {
-	case err != nil:
-		errEvent(&rd, err)
-	case refused:
-		rd.Refused = true
-	default:
-		rd.OK, rd.Value = true, v
-	}
-	w.emit(rd)
-	if !rd.OK {
-		return
-	}
-	if w.cfg.Think > 0 {
-		time.Sleep(time.Duration(w.rng.Int64N(int64(w.cfg.Think))))
-	}
-	if w.rng.IntN(4) == 0 {
-		ck := Event{Ev: "check", Hold: w.hold, Session: sid, Gen: seq.Gen, Call: MonoNow()}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		valid, err := w.cl.CheckSequencer(ctx, seq)
-		cancel()
-		ck.Ret = MonoNow()
-		if err != nil {
-			errEvent(&ck, err)
-		} else {
-			ck.OK = valid
-		}
-		w.emit(ck)
-	}
-	if w.cfg.Fenced != "" {
-		// First into the cell, then into the store: a holder stopped after
-		// its read meets both fences on waking.
-		w.cellWrite(seq, sid, fmt.Sprintf("w%d-h%d-v%d", w.cfg.ID, w.hold, v+1), true)
-	}
-	wr := Event{Ev: "write", Hold: w.hold, Session: sid, Gen: seq.Gen, Value: v + 1, Call: MonoNow()}
-	_, refused, err = w.storeCall(http.MethodPut, seq, v+1)
-	wr.Ret = MonoNow()
-	switch {
-	case err != nil:
-		errEvent(&wr, err)
-	case refused:
-		wr.Refused = true
-	default:
-		wr.OK = true
-	}
-	w.emit(wr)
+	w.cycle.Hold(ctx, w.cl, w.h, w.hold, w.rng)
 }
 
 // cellWrite writes data to the cell file Fenced with the hold's sequencer:
 // the cell commits it only if the sequencer is still valid then. If it
 // fails because the session ended and retry is set, it is kept for the
 // next session (zombie).
-func (w *worker) cellWrite(seq client.Sequencer, sid uint64, data string, retry bool) {
-	cw := Event{Ev: "cwrite", Hold: w.hold, Session: sid, Gen: seq.Gen, Data: data, Call: MonoNow()}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err := w.cl.WriteFile(ctx, w.cfg.Fenced, []byte(data), client.WithSequencer(seq))
-	cancel()
-	cw.Ret = MonoNow()
-	if err != nil {
-		errEvent(&cw, err)
-		if cw.Expired && retry {
-			w.zombie = &zombieWrite{hold: w.hold, seq: seq, data: data + "-zombie"}
-		}
-	} else {
-		cw.OK = true
+func (w *worker) cellWrite(seq client.Sequencer, sid uint64, hold int, data string, retry bool) {
+	cw := core.Do(MonoNow, core.Event{Ev: "cwrite", Hold: hold, Session: sid, Gen: seq.Gen, Data: data}, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := w.cl.WriteFile(ctx, w.cfg.Fenced, []byte(data), client.WithSequencer(seq))
+		return err
+	})
+	if cw.Expired && retry {
+		w.zombie = &zombieWrite{hold: hold, seq: seq, data: data + "-zombie"}
 	}
 	w.emit(cw)
-}
-
-// storeCall reads (GET) or writes (PUT value) the store's counter carrying
-// seq. refused: the store's guard rejected seq as stale.
-func (w *worker) storeCall(method string, seq client.Sequencer, value int) (v int, refused bool, err error) {
-	var body io.Reader
-	if method == http.MethodPut {
-		body = strings.NewReader(strconv.Itoa(value))
-	}
-	req, err := http.NewRequest(method, "http://"+w.cfg.Store+"/counter", body)
-	if err != nil {
-		return 0, false, err
-	}
-	req.Header.Set(SequencerHeader, seq.String())
-	req.Header.Set(HoldHeader, fmt.Sprintf("%d/%d", w.cfg.ID, w.hold))
-	resp, err := w.store.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false, err
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusConflict:
-		return 0, true, nil
-	default:
-		return 0, false, fmt.Errorf("store: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	if method == http.MethodGet {
-		v, err = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	return v, false, err
 }

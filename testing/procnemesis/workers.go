@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/proc"
 )
 
@@ -23,7 +24,7 @@ type WorkerProc struct {
 	Child *proc.Child
 
 	mu      sync.Mutex
-	events  []Event
+	events  []core.Event
 	bad     []string      // stdout lines that are not events
 	readCh  chan struct{} // closed and replaced on each successful read
 	lastAcq int64         // MonoNow of the last successful Acquire's return
@@ -50,7 +51,7 @@ func StartWorker(t testing.TB, cfg WorkerConfig) *WorkerProc {
 }
 
 func (w *WorkerProc) onLine(line string, _ time.Time) {
-	var e Event
+	var e core.Event
 	err := json.Unmarshal([]byte(line), &e)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -69,10 +70,10 @@ func (w *WorkerProc) onLine(line string, _ time.Time) {
 }
 
 // Events are the worker's events so far.
-func (w *WorkerProc) Events() []Event {
+func (w *WorkerProc) Events() []core.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]Event(nil), w.events...)
+	return append([]core.Event(nil), w.events...)
 }
 
 // BadLines are stdout lines that did not parse as this worker's events.
