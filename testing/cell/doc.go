@@ -55,7 +55,7 @@
 // test observe the replies its client gets (OnReply). A multi-server cell
 // runs on the real clock unless WithClock or WithSkewClocks is given.
 //
-// WaitFor polls a condition with short sleeps: use it only to wait for real
+// testing/wait polls a condition: use it only to wait for real
 // goroutines (a raft apply, a TCP round trip), never for a lease or a
 // lock-delay to run out — drive those with the clock. WaitApplied waits for
 // the next raft command to reach the state machine.
