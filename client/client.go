@@ -36,7 +36,7 @@ type Client struct {
 	epoch     uint64
 	cell      string
 	id        uint64
-	lease     *session.Lease
+	lease     *lease
 	held      map[*Handle]struct{}
 	closed    bool
 	// expired is set when expire has run. The lease state cannot tell: Check
@@ -112,7 +112,7 @@ func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 		return err
 	}
 	c.id = rep.Session
-	c.lease = session.NewLease(sentAt, time.Duration(rep.TTL), c.cfg.Grace)
+	c.lease = newLease(sentAt, time.Duration(rep.TTL), c.cfg.Grace)
 	if c.cfg.DisableCache {
 		c.cache.Disable()
 	}
@@ -150,7 +150,7 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		return nil
 	}
-	expired := c.lease.State() == session.Expired
+	expired := c.lease.State() == SessionExpired
 	c.mu.Unlock()
 	// Nothing is answered from the cache once Close has begun: the master
 	// forgets the session (and sends it no invalidation) when it ends.

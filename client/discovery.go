@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -182,7 +181,7 @@ func (c *Client) current(ctx context.Context) (*rpcConn, uint64, error) {
 			c.mu.Unlock()
 			return nil, 0, ErrClosed
 		}
-		if c.lease.State() == session.Expired {
+		if c.lease.State() == SessionExpired {
 			c.mu.Unlock()
 			return nil, 0, fmt.Errorf("%w: session %d", ErrSessionExpired, c.id)
 		}

@@ -40,8 +40,9 @@
 // Files: client.go the Client, Dial and Close; config.go Config,
 // DefaultConfig, Validate, Backoff and the lock-delay values; discovery.go
 // finding the master; calls.go call numbering and retries; keepalive.go
-// the lease, jeopardy, expiry and events; session.go SessionState and
-// Session; open.go and handle.go nodes; cache.go the cache's use; locks.go
+// renewal, jeopardy, expiry and events; lease.go the local lease
+// (SessionState from sent time, TTL, drift margin and grace, on package
+// session's arithmetic); session.go SessionState and Session; open.go and handle.go nodes; cache.go the cache's use; locks.go
 // locks and RunLocked; operator.go membership; conn.go one multiplexed TCP
 // connection.
 //

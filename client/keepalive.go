@@ -8,7 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -52,7 +51,7 @@ func (c *Client) keepAliveLoop() {
 			inflight, kaConn = true, conn
 			sentAt := c.clock.Now()
 			c.mu.Lock()
-			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != session.Safe, AckInval: c.invalAck.Load()}
+			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != SessionSafe, AckInval: c.invalAck.Load()}
 			c.mu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
@@ -62,14 +61,14 @@ func (c *Client) keepAliveLoop() {
 		}
 		c.mu.Lock()
 		wake := c.lease.Expiry()
-		if c.lease.State() != session.Safe {
+		if c.lease.State() != SessionSafe {
 			wake = c.lease.GraceEnd()
 		}
 		c.mu.Unlock()
 		if !wake.After(c.clock.Now()) {
 			// The deadline passed while the loop was busy (reconnecting):
 			// act on it now rather than through a timer armed in the past.
-			if c.checkLease() == session.Expired {
+			if c.checkLease() == SessionExpired {
 				return
 			}
 			continue
@@ -106,7 +105,7 @@ func (c *Client) keepAliveLoop() {
 				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
 				c.cache.SetLeaseEnd(c.lease.Expiry())
 				c.mu.Unlock()
-				if before == session.Jeopardy {
+				if before == SessionJeopardy {
 					if !c.cfg.DisableCache {
 						c.cache.Enable()
 					}
@@ -118,7 +117,7 @@ func (c *Client) keepAliveLoop() {
 			default:
 				c.log.Debug("keepalive failed", "err", r.err)
 				c.dropConn(r.conn)
-				if c.checkLease() == session.Expired {
+				if c.checkLease() == SessionExpired {
 					return
 				}
 				if !c.sleep(retry.next()) {
@@ -127,10 +126,10 @@ func (c *Client) keepAliveLoop() {
 			}
 		case <-timer.C():
 			st := c.checkLease()
-			if st == session.Expired {
+			if st == SessionExpired {
 				return
 			}
-			if st == session.Jeopardy && inflight {
+			if st == SessionJeopardy && inflight {
 				// No answer for a whole lease, yet the connection is up
 				// (a paused master, or a partition that drops packets):
 				// give it up and look for the master among every server
@@ -157,7 +156,7 @@ func (c *Client) sleep(d time.Duration) bool {
 	}
 	c.mu.Lock()
 	deadline := c.lease.Expiry()
-	if c.lease.State() != session.Safe {
+	if c.lease.State() != SessionSafe {
 		deadline = c.lease.GraceEnd()
 	}
 	c.mu.Unlock()
@@ -173,22 +172,22 @@ func (c *Client) sleep(d time.Duration) bool {
 			return false
 		}
 	}
-	return c.checkLease() != session.Expired
+	return c.checkLease() != SessionExpired
 }
 
 // checkLease advances the lease state for now, emitting jeopardy (and
 // signalling lock loss) or expiry.
-func (c *Client) checkLease() session.State {
+func (c *Client) checkLease() SessionState {
 	c.mu.Lock()
 	before := c.lease.State()
 	after := c.lease.Check(c.clock.Now())
 	c.mu.Unlock()
-	if before == session.Safe && after != session.Safe {
+	if before == SessionSafe && after != SessionSafe {
 		c.cache.Disable()
 		c.loseLocks(LostJeopardy)
 		c.emit(Event{Type: EventJeopardy})
 	}
-	if after == session.Expired && before != session.Expired {
+	if after == SessionExpired && before != SessionExpired {
 		c.expire()
 	}
 	return after

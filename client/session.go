@@ -3,38 +3,36 @@ package client
 import (
 	"time"
 
-	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // SessionState is the session's state as this client sees it (Chubby §2.8).
 type SessionState int
 
-// The session states: the lease's own (package session), under the
-// client's type.
+// The session states.
 const (
 	// SessionSafe: the local lease is valid; cached data and held locks may
 	// be used.
-	SessionSafe = SessionState(session.Safe)
+	SessionSafe SessionState = iota
 	// SessionJeopardy: the local lease ran out; the cache is disabled and
 	// locks may be lost; the client keeps trying to renew until the grace
 	// period ends.
-	SessionJeopardy = SessionState(session.Jeopardy)
+	SessionJeopardy
 	// SessionExpired: the grace period ended (or the master said so);
 	// every handle and lock of the session is invalid.
-	SessionExpired = SessionState(session.Expired)
+	SessionExpired
 )
+
+var stateNames = [...]string{SessionSafe: "safe", SessionJeopardy: "jeopardy", SessionExpired: "expired"}
 
 // String is the state's name in events and in chubbysh: safe, jeopardy,
 // expired.
-func (s SessionState) String() string { return session.State(s).String() }
-
-// sessionState is the lease's state under the client's type.
-func sessionState(s session.State) SessionState { return SessionState(s) }
+func (s SessionState) String() string { return enum.Name(stateNames[:], s, "SessionState") }
 
 // State is the session's state now. A transition it observes (the local
 // lease ending) is acted on as the KeepAlive loop would: locks are marked
 // lost and the event is emitted.
-func (c *Client) State() SessionState { return sessionState(c.checkLease()) }
+func (c *Client) State() SessionState { return c.checkLease() }
 
 // SessionInfo describes the session.
 type SessionInfo struct {
@@ -53,6 +51,6 @@ func (c *Client) Session() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: sessionState(c.lease.State()),
+	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: c.lease.State(),
 		Master: c.master, Epoch: c.epoch, Cell: c.cell}
 }

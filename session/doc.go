@@ -1,7 +1,9 @@
 // Package session holds the lease arithmetic that the master and the client
-// share: TTL negotiation, the client's conservative local lease, jeopardy and
-// the grace period, the KeepAlive hold time with jitter and the jittered
-// exponential backoff used between failed renewals.
+// share: TTL negotiation, the drift margin that keeps the client's local
+// lease (client/lease.go) inside the master's, the grace period, the
+// KeepAlive hold time with jitter and the jittered exponential backoff used
+// between failed renewals; and the injected Clock with its test clocks
+// (ManualClock, SkewClock).
 //
 // Everything here is pure: time comes from an injected Clock, so tests drive
 // leases with a ManualClock instead of sleeping.
@@ -11,8 +13,8 @@
 //	                                          hold ≈ TTL/3 ± 20 %
 //	  local := sentAt+TTL-drift ◀── reply ──── lease := now+TTL
 //
-// The client's local lease starts when the KeepAlive was sent and is
-// shortened by a drift margin, so it always ends before the master's view of
+// The client's local lease (client/lease.go) starts when the KeepAlive was
+// sent and is shortened by a drift margin, so it always ends before the master's view of
 // the same lease (invariant 3 of DESIGN.md). When it ends the client is in
 // jeopardy; it keeps trying for the grace period and then is either safe
 // again or expired.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/chubby-dev/chubby/internal/enum"
 )
 
 // Defaults and bounds of DESIGN.md.
@@ -82,100 +80,3 @@ func (b *Backoff) Next(r *rand.Rand) time.Duration {
 
 // Reset starts the backoff over after a success.
 func (b *Backoff) Reset() { b.attempt = 0 }
-
-// State is the client's view of its session.
-type State int
-
-// The session states of the client.
-const (
-	// Safe: the local lease is valid; cached data and held locks may be used.
-	Safe State = iota
-	// Jeopardy: the local lease ran out; the cache is disabled and locks may
-	// be lost; the client keeps trying to renew until the grace period ends.
-	Jeopardy
-	// Expired: the grace period ended (or the master said so); every handle
-	// and lock of the session is invalid.
-	Expired
-)
-
-var stateNames = [...]string{Safe: "safe", Jeopardy: "jeopardy", Expired: "expired"}
-
-func (s State) String() string { return enum.Name(stateNames[:], s, "State") }
-
-// Lease tracks the client's conservative local lease. It is not safe for
-// concurrent use; the client guards it with its own lock.
-type Lease struct {
-	TTL   time.Duration
-	Grace time.Duration
-	// expiry is the end of the local lease: the send time of the last
-	// successful KeepAlive plus the granted TTL minus the drift margin.
-	expiry time.Time
-	state  State
-}
-
-// NewLease starts a local lease from a session creation whose request was
-// sent at sentAt and which granted ttl.
-func NewLease(sentAt time.Time, ttl, grace time.Duration) *Lease {
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
-	l := &Lease{TTL: ttl, Grace: grace}
-	l.expiry = sentAt.Add(ttl - DriftMargin(ttl))
-	return l
-}
-
-// Renewed records a successful KeepAlive sent at sentAt that granted ttl. It
-// returns the state before the renewal (Jeopardy means the session is safe
-// again). An expired lease cannot be renewed.
-func (l *Lease) Renewed(sentAt time.Time, ttl time.Duration) (before State) {
-	before = l.state
-	if l.state == Expired {
-		return before
-	}
-	l.TTL = ttl
-	e := sentAt.Add(ttl - DriftMargin(ttl))
-	if e.After(l.expiry) {
-		l.expiry = e
-	}
-	l.state = Safe
-	return before
-}
-
-// Check moves the state forward for the time now and returns the new state.
-// Safe becomes Jeopardy once the local lease has ended, and Jeopardy becomes
-// Expired once the grace period after it has ended too.
-func (l *Lease) Check(now time.Time) State {
-	if l.state == Safe && !now.Before(l.expiry) {
-		l.state = Jeopardy
-	}
-	if l.state == Jeopardy && !now.Before(l.expiry.Add(l.Grace)) {
-		l.state = Expired
-	}
-	return l.state
-}
-
-// Expire marks the lease expired (the master said the session is gone).
-func (l *Lease) Expire() { l.state = Expired }
-
-// State returns the last state computed by Check, Renewed or Expire.
-func (l *Lease) State() State { return l.state }
-
-// Valid reports whether the local lease is valid at now: cached data and held
-// locks may be relied on only then.
-func (l *Lease) Valid(now time.Time) bool {
-	return l.state == Safe && now.Before(l.expiry)
-}
-
-// Expiry is the end of the local lease.
-func (l *Lease) Expiry() time.Time { return l.expiry }
-
-// GraceEnd is when the session is given up if no renewal succeeds.
-func (l *Lease) GraceEnd() time.Time { return l.expiry.Add(l.Grace) }
-
-// Remaining is how much of the local lease is left at now (zero if none).
-func (l *Lease) Remaining(now time.Time) time.Duration {
-	if !l.Valid(now) {
-		return 0
-	}
-	return l.expiry.Sub(now)
-}
