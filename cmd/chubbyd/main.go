@@ -1,5 +1,3 @@
-// Command chubbyd runs one server of a chubby cell. With no flags it is a
-// one-server cell "local" on 127.0.0.1 with its data in ./chubby-data.
 package main
 
 import (

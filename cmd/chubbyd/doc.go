@@ -1,0 +1,7 @@
+// Command chubbyd runs one server of a chubby cell. With no flags it is a
+// one-server cell "local" on 127.0.0.1 with its data in ./chubby-data.
+//
+//	flags ──▶ server.Config (Validate) ──▶ server.New: raft (bbolt log, TCP
+//	transport), memberlist gossip, the RPC listener, /status and /metrics
+//	SIGINT/SIGTERM ──▶ Server.Close (a master hands leadership over first)
+package main
