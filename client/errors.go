@@ -21,7 +21,8 @@ var (
 	ErrNotEmpty = fs.ErrNotEmpty
 	// ErrBadPath: not a clean path under /ls/<cell>/.
 	ErrBadPath = fs.ErrBadPath
-	// ErrTooLarge: contents over 256 KiB.
+	// ErrTooLarge: contents over 256 KiB, or a reply that cannot fit a
+	// frame (1 MiB).
 	ErrTooLarge = fs.ErrTooLarge
 	// ErrStaleHandle: the handle's node was deleted (and maybe recreated).
 	ErrStaleHandle = fs.ErrStaleHandle

@@ -43,6 +43,20 @@ func read[R any, P interface {
 	*R
 	cacheable
 }](ctx context.Context, h *Handle, verb string, kind cache.Kind, m wire.Method) (cache.Value, error) {
+	return readVia(ctx, h, verb, kind, func(ctx context.Context, args wire.NodeArgs) (cache.Value, bool, error) {
+		var rep R
+		if err := h.c.do(ctx, m, args, &rep, readCall); err != nil {
+			return cache.Value{}, false, err
+		}
+		v, ok := P(&rep).value()
+		return v, ok, nil
+	})
+}
+
+// readVia is read with the call(s) made by fetch, which reports the value
+// and whether the master let it be cached.
+func readVia(ctx context.Context, h *Handle, verb string, kind cache.Kind,
+	fetch func(context.Context, wire.NodeArgs) (cache.Value, bool, error)) (cache.Value, error) {
 	key := cache.Key{Path: h.path, Kind: kind}
 	if v, ok := h.c.cached(key); ok {
 		if err := h.checkInstance(v); err != nil {
@@ -53,21 +67,54 @@ func read[R any, P interface {
 	tok := h.c.cache.Begin()
 	args := h.node()
 	args.Cache = true
-	var rep R
-	if err := h.c.do(ctx, m, args, &rep, readCall); err != nil {
+	v, ok, err := fetch(ctx, args)
+	if err != nil {
 		return cache.Value{}, fmt.Errorf("%s %s: %w", verb, h.path, err)
 	}
-	v, ok := P(&rep).value()
 	if ok {
 		h.c.cache.Put(key, v, tok)
 	}
 	return v, nil
 }
 
+// maxListRestarts bounds how often a paged listing starts over because the
+// directory changed between its pages.
+const maxListRestarts = 5
+
+// fetchListing reads a directory page by page (wire.ListPageBytes of names
+// each). The pages form one listing of one moment only if the directory
+// did not change between them: its stat (Mtime moves with every child
+// added or removed) is the same on the first and the last page, or the
+// listing starts over.
+func (h *Handle) fetchListing(ctx context.Context, args wire.NodeArgs) (cache.Value, bool, error) {
+	for range maxListRestarts {
+		var v cache.Value
+		cacheable := true
+		args.After = ""
+		for {
+			var rep wire.ReadDirReply
+			if err := h.c.do(ctx, wire.MReadDir, args, &rep, readCall); err != nil {
+				return cache.Value{}, false, err
+			}
+			if args.After == "" {
+				v.Stat = rep.Stat
+			} else if rep.Stat != v.Stat {
+				break // changed under us: start over
+			}
+			v.Children = append(v.Children, rep.Children...)
+			cacheable = cacheable && rep.Cacheable
+			if !rep.More || len(rep.Children) == 0 {
+				return v, cacheable, nil
+			}
+			args.After = rep.Children[len(rep.Children)-1]
+		}
+	}
+	return cache.Value{}, false, fmt.Errorf("%w: the directory changed during each of %d paged listings", ErrUnavailable, maxListRestarts)
+}
+
 type (
 	contentsReply wire.ContentsReply
 	statReply     wire.StatReply
-	readDirReply  wire.ReadDirReply
 )
 
 func (r *contentsReply) value() (cache.Value, bool) {
@@ -75,10 +122,6 @@ func (r *contentsReply) value() (cache.Value, bool) {
 }
 
 func (r *statReply) value() (cache.Value, bool) { return cache.Value{Stat: r.Stat}, r.Cacheable }
-
-func (r *readDirReply) value() (cache.Value, bool) {
-	return cache.Value{Children: r.Children, Stat: r.Stat}, r.Cacheable
-}
 
 // GetContentsAndStat reads a file's contents and metadata, from the cache
 // while the session's local lease is valid and the master has not
@@ -96,9 +139,11 @@ func (h *Handle) GetStat(ctx context.Context) (Stat, error) {
 }
 
 // ReadDir lists a directory's children, sorted by name (from the cache when
-// it can; the slice must not be modified).
+// it can; the slice must not be modified). A large directory is read in
+// pages of 256 KiB of names; the pages are one listing of one moment (the
+// listing starts over if the directory changed between them).
 func (h *Handle) ReadDir(ctx context.Context) ([]string, error) {
-	v, err := read[readDirReply](ctx, h, "list", cache.Listing, wire.MReadDir)
+	v, err := readVia(ctx, h, "list", cache.Listing, h.fetchListing)
 	return v.Children, err
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -51,8 +52,13 @@ func (c *conn) send(resp *wire.Response) {
 	var err error
 	c.buf, err = wire.AppendFrame(c.buf[:0], resp)
 	if err != nil {
-		c.log.Error("encode response", "err", err)
-		return
+		// The caller still gets an answer: the error, which always fits.
+		c.log.Warn("reply not sent", "id", resp.ID, "err", err)
+		c.buf, err = wire.AppendFrame(c.buf[:0], errorResponse(resp.ID, fmt.Errorf("%w: the reply could not be sent: %v", fs.ErrTooLarge, err)))
+		if err != nil {
+			c.close()
+			return
+		}
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.nc.Write(c.buf); err != nil {
@@ -65,19 +71,28 @@ func (c *conn) send(resp *wire.Response) {
 
 // reply answers call id with body or err.
 func (c *conn) reply(id uint64, body any, err error) {
-	resp := &wire.Response{ID: id}
 	if err != nil {
-		resp.Code = wire.Code(err)
-		resp.Error = err.Error()
-	} else if body != nil {
+		c.send(errorResponse(id, err))
+		return
+	}
+	resp := &wire.Response{ID: id}
+	if body != nil {
 		b, merr := wire.Marshal(body)
-		if merr != nil {
-			resp.Code, resp.Error = "internal", merr.Error()
-		} else {
+		switch {
+		case merr != nil:
+			resp = errorResponse(id, merr)
+		case len(b) > wire.ReplyBudget:
+			resp = errorResponse(id, fmt.Errorf("%w: a reply of %d bytes (limit %d)", fs.ErrTooLarge, len(b), wire.ReplyBudget))
+		default:
 			resp.Body = b
 		}
 	}
 	c.send(resp)
+}
+
+// errorResponse answers call id with err (its code, or internal).
+func errorResponse(id uint64, err error) *wire.Response {
+	return &wire.Response{ID: id, Code: wire.Code(err), Error: err.Error()}
 }
 
 // serve reads calls until the connection fails or carries garbage.

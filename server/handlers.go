@@ -168,13 +168,35 @@ func (s *Server) readDir(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ReadDirReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
+	var all []string
 	s.fsm.read(func(st *fs.State) {
-		rep.Children, err = st.Children(a.Path, a.Instance)
+		all, err = st.Children(a.Path, a.Instance)
 		if err == nil {
 			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
 		}
 	})
+	rep.Children, rep.More = listPage(all, a.After, wire.ListPageBytes)
 	return rep, err
+}
+
+// listPage is the page of the sorted names that starts after after and
+// holds at most budget bytes of names (at least one name), and whether
+// names remain after it.
+func listPage(names []string, after string, budget int) (page []string, more bool) {
+	if after != "" {
+		names = names[sort.SearchStrings(names, after):]
+		if len(names) > 0 && names[0] == after {
+			names = names[1:]
+		}
+	}
+	size := 0
+	for i, n := range names {
+		size += len(n) + 5 // a msgpack string header
+		if size > budget && i > 0 {
+			return names[:i], true
+		}
+	}
+	return names, false
 }
 
 func (s *Server) setContents(c *call, a *wire.SetContentsArgs) (any, error) {

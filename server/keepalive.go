@@ -71,14 +71,51 @@ func (t *leaseTable) answer(id uint64, p *poll) {
 	p.c.reply(p.reqID, rep, nil)
 }
 
-// replyLocked builds a KeepAlive reply: the lease, every unacknowledged
-// invalidation, and the queued events (which it takes).
+// replyLocked builds a KeepAlive reply: the lease, the unacknowledged
+// invalidations and the queued events (which it takes), within
+// wire.KeepAliveBytes. Invalidations come first, each path once; InvalSeq
+// is that of the last invalidation whose paths all fit, so the client
+// acknowledges only what it dropped. Events that do not fit stay queued for
+// the next reply, which keepAlive then answers at once.
 func (l *lease) replyLocked() wire.KeepAliveReply {
-	rep := wire.KeepAliveReply{TTL: int64(l.ttl), InvalSeq: l.invalSeq, Events: l.events, Dropped: l.dropped}
-	for _, pi := range l.invals {
-		rep.Invalidations = append(rep.Invalidations, pi.paths...)
+	rep := wire.KeepAliveReply{TTL: int64(l.ttl), Dropped: l.dropped}
+	budget := wire.KeepAliveBytes
+	seen := map[string]bool{}
+	for i, pi := range l.invals {
+		cost := 0
+		for _, p := range pi.paths {
+			if !seen[p] {
+				cost += len(p) + 5
+			}
+		}
+		if cost > budget && i > 0 { // the first always goes: progress
+			break
+		}
+		budget -= cost
+		for _, p := range pi.paths {
+			if !seen[p] {
+				seen[p] = true
+				rep.Invalidations = append(rep.Invalidations, p)
+			}
+		}
+		rep.InvalSeq = pi.seq
 	}
-	l.events, l.dropped = nil, 0
+	if len(l.invals) == 0 {
+		rep.InvalSeq = l.invalSeq
+	}
+	n := 0
+	for n < len(l.events) {
+		if budget -= len(l.events[n].Path) + 24; budget < 0 && n > 0 {
+			break
+		}
+		n++
+	}
+	rep.Events = l.events[:n:n]
+	l.events = l.events[n:]
+	if len(l.events) == 0 {
+		l.events = nil
+	}
+	l.dropped = 0
 	return rep
 }
 

@@ -153,6 +153,9 @@ type NodeArgs struct {
 	// Cache: the client will cache the answer; the master then counts the
 	// session among the node's cachers and invalidates it before writes.
 	Cache bool `msgpack:"ca,omitempty"`
+	// After (ReadDir only) asks for the children named after it: the
+	// next page of a listing whose reply said More.
+	After string `msgpack:"af,omitempty"`
 }
 
 // StatReply carries a node's metadata.
@@ -171,12 +174,29 @@ type ContentsReply struct {
 	Cacheable bool    `msgpack:"cc,omitempty"`
 }
 
-// ReadDirReply carries a directory's child names.
+// ReadDirReply carries a directory's child names, in order, at most
+// ListPageBytes of them; More says the listing goes on after the last one
+// (ask again with NodeArgs.After).
 type ReadDirReply struct {
 	Children  []string `msgpack:"c"`
 	Stat      fs.Stat  `msgpack:"st"`
 	Cacheable bool     `msgpack:"cc,omitempty"`
+	More      bool     `msgpack:"m,omitempty"`
 }
+
+// Reply sizes. A reply must fit a frame; the two that grow with the
+// namespace are split: a listing into pages, a KeepAlive's events and
+// invalidations over several replies.
+const (
+	// ReplyBudget is the most a reply body may take (a frame less room
+	// for the envelope). A reply over it is answered with ErrTooLarge.
+	ReplyBudget = MaxFrame - 4<<10
+	// ListPageBytes bounds the names of one ReadDir page.
+	ListPageBytes = 256 << 10
+	// KeepAliveBytes bounds the events and invalidation paths of one
+	// KeepAlive reply; the rest go in the next, answered at once.
+	KeepAliveBytes = 256 << 10
+)
 
 // SetContentsArgs writes a file, optionally creating it, optionally CAS on
 // the content generation, optionally fenced by a sequencer.
