@@ -40,6 +40,9 @@ type leaseTable struct {
 	// empty.
 	expired  []uint64
 	expiredC chan struct{}
+
+	// summary logs fresh leases after a stall per interval, not per session.
+	summary *logSummary
 }
 
 // stallDetector says whether this process stalled (see stallMonitor).
@@ -80,7 +83,7 @@ type lease struct {
 func newLeaseTable(clock session.Clock, log hclog.Logger, stall stallDetector, m leaseMetrics) *leaseTable {
 	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{},
 		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
-		expiredC: make(chan struct{}, 1)}
+		expiredC: make(chan struct{}, 1), summary: newLogSummary(log, clock, summaryInterval)}
 }
 
 // Promote installs a lease of TTL from now for every session of the
@@ -233,7 +236,7 @@ func (t *leaseTable) timeout(id uint64) {
 		return
 	}
 	if late := now.Sub(l.expires); late > stallThreshold || t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
-		t.log.Warn("lease ran out while the master stalled; giving the session a fresh lease", "session", id, "late", late)
+		t.summary.add(hclog.Warn, "leases ran out while the master stalled; sessions given a fresh lease", "session", id, "late", late)
 		l.expires = now.Add(l.ttl)
 		l.timer.Reset(l.ttl)
 		return

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/chubby-dev/chubby/fs"
@@ -90,18 +91,18 @@ func (s *Server) revokeMaster() {
 // abandoned and the lease timer looks again later.
 func (s *Server) expireSession(id uint64) {
 	if err := s.raft.VerifyLeader().Error(); err != nil {
-		s.log.Warn("not expiring session: leadership not confirmed", "session", id, "err", err)
+		s.expiryLog.add(hclog.Warn, "sessions not expired: leadership not confirmed", "session", id, "err", err)
 		s.leases.retryExpiry(id)
 		return
 	}
 	if s.leases.graceAfterStall(id) {
-		s.log.Warn("not expiring session: the master stalled since its last renewal", "session", id)
+		s.expiryLog.add(hclog.Warn, "sessions not expired: the master stalled since their last renewal", "session", id)
 		return
 	}
-	s.log.Info("session expired", "session", id)
+	s.expiryLog.add(hclog.Info, "sessions expired", "session", id)
 	res, err := s.proposeWrite(&fs.Command{Op: fs.OpEndSession, Session: id, Body: &fs.EndSession{Expired: true}})
 	if err != nil {
-		s.log.Warn("expiring session failed", "session", id, "err", err)
+		s.expiryLog.add(hclog.Warn, "expiring sessions failed", "session", id, "err", err)
 		s.leases.retryExpiry(id)
 		return
 	}

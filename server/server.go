@@ -24,6 +24,9 @@ type Server struct {
 	log    hclog.Logger
 	rpcLog hclog.Logger
 	clock  session.Clock
+	// expiryLog summarises expiries per interval (one line per session
+	// only at debug level).
+	expiryLog *logSummary
 
 	fsm       *fsm
 	raft      *raft.Raft
@@ -101,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:  newMetrics(),
 	}
 	m := s.metrics
+	s.expiryLog = newLogSummary(cfg.Logger.Named("leases"), cfg.Clock, summaryInterval)
 	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
 	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,
 		leaseMetrics{sessions: m.sessions, keepAlives: m.keepAlives, invalidations: m.invalidations})
