@@ -53,7 +53,11 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		f(&o)
 	}
 	args := wire.OpenArgs{Path: path, Create: o.create, IsDir: o.isDir, Ephemeral: o.ephemeral, Exclusive: o.exclusive, Events: o.events}
-	if err := fs.CheckPath(c.Cell(), path); err != nil {
+	check := fs.CheckPath
+	if args.Create {
+		check = fs.CheckNewPath // no invisible format characters in new names
+	}
+	if err := check(c.Cell(), path); err != nil {
 		return nil, err
 	}
 	h := &Handle{c: c, path: path, events: args.Events}

@@ -69,6 +69,26 @@ func CheckPath(cell, p string) error {
 	return nil
 }
 
+// CheckNewPath is CheckPath for a path about to be created: its components
+// must also be free of Unicode format characters (category Cf: the bidi
+// overrides and isolates that make "abc\u202Etxt.exe" print as
+// "abcexe.txt", zero-width spaces and joiners that make "ad\u200Bmin" look
+// like "admin", soft hyphens, the byte-order mark). The rule applies to new
+// names only, at the server's front door and in the client, never in Apply:
+// a node created before it stays reachable, and the replicated log replays
+// the same on every version.
+func CheckNewPath(cell, p string) error {
+	if err := CheckPath(cell, p); err != nil {
+		return err
+	}
+	for i, r := range p {
+		if unicode.Is(unicode.Cf, r) {
+			return errf(ErrBadPath, "%q contains the invisible format character %U at byte %d", p, r, i)
+		}
+	}
+	return nil
+}
+
 // Split returns the parent directory and the last component of a valid
 // non-root path.
 func Split(p string) (dir, name string) {

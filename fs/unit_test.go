@@ -124,6 +124,32 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
+// TestCheckNewPath (issue 17, finding 7): new names may not hide
+// characters: bidi overrides and isolates, zero-width characters, soft
+// hyphens, the BOM. Existing names pass CheckPath as before.
+func TestCheckNewPath(t *testing.T) {
+	deceptive := []string{
+		"/ls/local/abc\u202Etxt.exe", "/ls/local/ad\u200Bmin", "/ls/local/a\u200Cb", "/ls/local/a\u200Db",
+		"/ls/local/a\u2066b\u2069", "/ls/local/a\u200Eb", "/ls/local/\uFEFFa", "/ls/local/a\u00ADb", "/ls/local/d/a\u2060b",
+	}
+	for _, p := range deceptive {
+		if err := CheckNewPath("local", p); !errors.Is(err, ErrBadPath) || !strings.Contains(err.Error(), "invisible") {
+			t.Errorf("CheckNewPath(%q) = %v, want ErrBadPath naming the invisible character", p, err)
+		}
+		if err := CheckPath("local", p); err != nil {
+			t.Errorf("CheckPath(%q) = %v: an existing node must stay reachable", p, err)
+		}
+	}
+	for _, p := range []string{"/ls/local/ünïcødé", "/ls/local/日本語", "/ls/local/emoji😀", "/ls/local"} {
+		if err := CheckNewPath("local", p); err != nil {
+			t.Errorf("CheckNewPath(%q) = %v, want nil", p, err)
+		}
+	}
+	if err := CheckNewPath("local", "/ls/local/a b"); !errors.Is(err, ErrBadPath) {
+		t.Errorf("CheckNewPath does not check what CheckPath checks: %v", err)
+	}
+}
+
 func TestSplitRootCellName(t *testing.T) {
 	for p, want := range map[string][2]string{
 		"/ls/local/a":     {"/ls/local", "a"},

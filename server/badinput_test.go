@@ -204,6 +204,35 @@ func TestBadInput(t *testing.T) {
 		check(t)
 	})
 
+	t.Run("deceptive names", func(t *testing.T) {
+		// Issue 17, finding 7: a right-to-left override and a zero-width
+		// space were accepted as new names. They are refused on creation,
+		// by the client and by the server; naming one that does not exist
+		// is just a missing node.
+		cl := c.Dial(t, client.Config{})
+		for _, p := range []string{c.Path("abc\u202Etxt.exe"), c.Path("ad\u200Bmin")} {
+			if _, err := cl.Open(ctxT(t), p, client.Create()); !errors.Is(err, client.ErrBadPath) {
+				t.Fatalf("client Open(%q, Create): %v, want ErrBadPath", p, err)
+			}
+			if _, err := cl.WriteFile(ctxT(t), p, []byte("x")); !errors.Is(err, client.ErrBadPath) {
+				t.Fatalf("client WriteFile(%q): %v, want ErrBadPath", p, err)
+			}
+			if _, err := cl.Open(ctxT(t), p); !errors.Is(err, client.ErrNoSuchNode) {
+				t.Fatalf("client Open(%q): %v, want ErrNoSuchNode", p, err)
+			}
+			r := c.NewRawSession(t, 0)
+			for m, args := range map[wire.Method]any{
+				wire.MOpen:        wire.OpenArgs{Path: p, Create: true},
+				wire.MSetContents: wire.SetContentsArgs{Path: p, Data: []byte("x"), Create: true},
+			} {
+				if err := r.Call(m, args, nil); !errors.Is(err, fs.ErrBadPath) {
+					t.Fatalf("raw %s(%q): %v, want bad_path", m, p, err)
+				}
+			}
+		}
+		check(t)
+	})
+
 	t.Run("contents over 256 KiB", func(t *testing.T) {
 		cl := c.Dial(t, client.Config{})
 		h := open(t, cl, c.Path("big"), client.Create())

@@ -48,6 +48,9 @@ type argChecks[A any] struct {
 	// read makes the call a read when it says so of the arguments (an
 	// Open that does not create), as callSpec.read does for every call.
 	read func(*A) bool
+	// creates says the call may create the node: its path must then pass
+	// fs.CheckNewPath (no invisible format characters).
+	creates func(*A) bool
 }
 
 // noArgs is the argument type of calls that take none: the body is not
@@ -76,7 +79,11 @@ func handleChecked[A any](spec callSpec, chk argChecks[A], fn func(*Server, *cal
 			}
 		}
 		if chk.path != nil {
-			if err := fs.CheckPath(s.cfg.Cell, chk.path(a)); err != nil {
+			check := fs.CheckPath
+			if chk.creates != nil && chk.creates(a) {
+				check = fs.CheckNewPath
+			}
+			if err := check(s.cfg.Cell, chk.path(a)); err != nil {
 				return nil, err
 			}
 		}
@@ -114,11 +121,14 @@ func init() {
 		wire.MSequencer:      handle(read, (*Server).sequencer),
 		wire.MCheckSequencer: handle(callSpec{master: true, read: true}, (*Server).checkSequencer),
 		wire.MOpen: handleChecked(write, argChecks[wire.OpenArgs]{
-			path: func(a *wire.OpenArgs) string { return a.Path },
-			read: func(a *wire.OpenArgs) bool { return !a.Create },
+			path:    func(a *wire.OpenArgs) string { return a.Path },
+			read:    func(a *wire.OpenArgs) bool { return !a.Create },
+			creates: func(a *wire.OpenArgs) bool { return a.Create },
 		}, (*Server).open),
 		wire.MSetContents: handleChecked(write, argChecks[wire.SetContentsArgs]{
-			path: func(a *wire.SetContentsArgs) string { return a.Path }}, (*Server).setContents),
+			path:    func(a *wire.SetContentsArgs) string { return a.Path },
+			creates: func(a *wire.SetContentsArgs) bool { return a.Create },
+		}, (*Server).setContents),
 		wire.MDelete: handleChecked(write, argChecks[wire.DeleteArgs]{
 			path: func(a *wire.DeleteArgs) string { return a.Path }}, (*Server).delete),
 		wire.MAcquire: handleChecked(write, argChecks[wire.AcquireArgs]{
