@@ -36,10 +36,24 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	return ms, nil
 }
 
+// RemoveOption modifies RemoveServer.
+type RemoveOption func(force *bool)
+
+// ForceRemove removes a voter even if fewer voters than a quorum of the
+// current configuration remain (the cell then needs every one of them).
+func ForceRemove() RemoveOption { return func(force *bool) { *force = true } }
+
 // RemoveServer removes a server from the cell for good (an operator
 // command). A server that is merely down stays a member until removed.
-func (c *Client) RemoveServer(ctx context.Context, name string) error {
-	if err := c.do(ctx, wire.MRemoveServer, wire.RemoveServerArgs{Name: name}, nil, readCall); err != nil {
+// The cell refuses to remove a voter if fewer voters than a quorum of the
+// current configuration would remain, unless ForceRemove is given, and
+// never removes its last server.
+func (c *Client) RemoveServer(ctx context.Context, name string, opts ...RemoveOption) error {
+	args := wire.RemoveServerArgs{Name: name}
+	for _, o := range opts {
+		o(&args.Force)
+	}
+	if err := c.do(ctx, wire.MRemoveServer, args, nil, readCall); err != nil {
 		return fmt.Errorf("remove-server %s: %w", name, err)
 	}
 	return nil

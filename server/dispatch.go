@@ -111,7 +111,7 @@ func init() {
 		wire.MHello:          handle(inline(anyServer), (*Server).hello),
 		wire.MMembers:        handle(anyServer, (*Server).listMembers),
 		wire.MCreateSession:  handle(master, (*Server).createSession),
-		wire.MRemoveServer:   handle(master, (*Server).removeServer),
+		wire.MRemoveServer:   handle(session, (*Server).removeServer),
 		wire.MKeepAlive:      handle(inline(session), (*Server).keepAlive),
 		wire.MCloseSession:   handle(write, (*Server).closeSession),
 		wire.MUnwatch:        handle(inline(session), (*Server).unwatch),

@@ -66,12 +66,23 @@ func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
 	if err := cf.Error(); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
-	found := false
+	found, voter, voters := false, false, 0
 	for _, srv := range cf.Configuration().Servers {
-		found = found || string(srv.ID) == a.Name
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(srv.ID) == a.Name {
+			found, voter = true, srv.Suffrage == raft.Voter
+		}
 	}
 	if !found {
 		return nil, fmt.Errorf("%w: no server named %q in the cell", fs.ErrNoSuchNode, a.Name)
+	}
+	// Nothing is done, or logged as done, before these checks pass.
+	if left, quorum := voters-1, voters/2+1; voter && left == 0 {
+		return nil, errBadRequest("%s is the cell's only voter: a cell cannot remove its last server", a.Name)
+	} else if voter && left < quorum && !a.Force {
+		return nil, errBadRequest("removing %s would leave %d voters of %d, fewer than a quorum (%d) of the current configuration; force it to remove anyway", a.Name, left, voters, quorum)
 	}
 	// Tombstone first, so the master does not add it back from gossip.
 	if _, err := s.proposer.propose(fs.NewCommand(&fs.RemoveServer{ServerID: a.Name})); err != nil {

@@ -274,4 +274,7 @@ type MembersReply struct {
 // RemoveServerArgs names a server to remove from the cell for good.
 type RemoveServerArgs struct {
 	Name string `msgpack:"n"`
+	// Force removes a voter even if fewer voters than a quorum of the
+	// current configuration would remain.
+	Force bool `msgpack:"f,omitempty"`
 }

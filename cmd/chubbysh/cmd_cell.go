@@ -72,7 +72,11 @@ func (sh *shell) cmdMembers(a *cmdArgs) error {
 func (sh *shell) cmdRemoveServer(a *cmdArgs) error {
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	if err := sh.cli.RemoveServer(ctx, a.pos[0]); err != nil {
+	var opts []client.RemoveOption
+	if a.has("force") {
+		opts = append(opts, client.ForceRemove())
+	}
+	if err := sh.cli.RemoveServer(ctx, a.pos[0], opts...); err != nil {
 		return err
 	}
 	sh.out(map[string]any{"ok": true}, "")
