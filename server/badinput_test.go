@@ -6,6 +6,7 @@ package server_test
 // the limits (a 256 KiB contents cap after users stored 1.5 MB files).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -90,6 +91,18 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantBadFrame(t, r, 0, "decode request")
+		check(t)
+	})
+
+	t.Run("deep nesting", func(t *testing.T) {
+		// Issue 17, finding 4: a million nested arrays in one frame cost
+		// the decoder 226 MB; the shape check refuses them first.
+		r := c.DialRaw(t)
+		body := append(bytes.Repeat([]byte{0x91}, wire.MaxFrame-1), 0xc0)
+		if err := r.WriteBytes(append(frameHeader(uint32(len(body))), body...)); err != nil {
+			t.Fatal(err)
+		}
+		wantBadFrame(t, r, 0, "nested deeper")
 		check(t)
 	})
 

@@ -74,7 +74,13 @@ func AppendFrame(dst []byte, v any) ([]byte, error) {
 // unmarshal decodes untrusted bytes with a decoder of its own: the pooled
 // decoders of msgpack.Unmarshal keep the buffers a hostile length prefix
 // made them grow, and the pool then holds gigabytes (found by fuzzing).
+//
+// checkShape runs first, so a message's nesting and claimed sizes are
+// bounded before the decoder allocates for them.
 func unmarshal(b []byte, v any) error {
+	if err := checkShape(b); err != nil {
+		return err
+	}
 	return msgpack.NewDecoder(bytes.NewReader(b)).Decode(v)
 }
 
