@@ -92,6 +92,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 				return c, nil
 			}
 			c.dropConn(c.conn)
+			if errors.Is(err, ErrResourceExhausted) { // the master refused: no retry helps soon
+				return nil, fmt.Errorf("dial: %w", err)
+			}
 		}
 		c.log.Debug("dial attempt failed", "err", err)
 		select {

@@ -43,6 +43,9 @@ var (
 	ErrPermission = fs.ErrPermission
 	// ErrUnavailable: no master could be reached in time.
 	ErrUnavailable = wire.ErrUnavailable
+	// ErrResourceExhausted: the server is at a limit (connections,
+	// sessions) and refused the call.
+	ErrResourceExhausted = wire.ErrResourceExhausted
 	// ErrClosed: the Client or Handle was closed.
 	ErrClosed = errors.New("client closed")
 )

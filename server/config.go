@@ -28,6 +28,14 @@ type Config struct {
 
 	// DefaultTTL is granted to sessions that ask for none.
 	DefaultTTL time.Duration
+	// MaxConns caps the client connections served at once (0:
+	// DefaultMaxConns). A connection past it is answered
+	// resource_exhausted and closed.
+	MaxConns int
+	// MaxSessions caps the live sessions of the cell as the master sees
+	// them (0: DefaultMaxSessions). CreateSession past it fails with
+	// resource_exhausted.
+	MaxSessions int
 	// SnapshotThreshold is how many log entries trigger a snapshot (and log
 	// compaction); TrailingLogs is how many entries are kept behind it so a
 	// lagging follower can catch up without a snapshot.
@@ -70,6 +78,13 @@ type Config struct {
 	Logger hclog.Logger
 }
 
+// Default limits: far above what one master serves well (issue 12 aims at
+// 100k sessions), far below what exhausts its memory.
+const (
+	DefaultMaxConns    = 20_000
+	DefaultMaxSessions = 250_000
+)
+
 // Peer names a server of the cell.
 type Peer struct {
 	ID       string `msgpack:"id" json:"id"`
@@ -94,6 +109,8 @@ func DefaultConfig() Config {
 		HTTPAddr:           "127.0.0.1:7180",
 		BootstrapExpect:    1,
 		DefaultTTL:         session.DefaultTTL,
+		MaxConns:           DefaultMaxConns,
+		MaxSessions:        DefaultMaxSessions,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
 		SnapshotInterval:   30 * time.Second,
@@ -129,6 +146,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 			errs = append(errs, fmt.Errorf("http-addr %q: %v", c.HTTPAddr, err))
 		}
+	}
+	if c.MaxConns < 0 || c.MaxSessions < 0 {
+		errs = append(errs, fmt.Errorf("max-conns %d, max-sessions %d: must not be negative (0: the default)", c.MaxConns, c.MaxSessions))
 	}
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))

@@ -69,6 +69,13 @@ func (c *conn) send(resp *wire.Response) {
 	}
 }
 
+// refuse answers a connection the server will not serve with err (call id
+// 0) and closes it.
+func (c *conn) refuse(err error) {
+	c.reply(0, nil, err)
+	c.close()
+}
+
 // reply answers call id with body or err.
 func (c *conn) reply(id uint64, body any, err error) {
 	if err != nil {
@@ -159,6 +166,12 @@ func (s *Server) acceptLoop() {
 			s.connsMu.Unlock()
 			nc.Close()
 			return
+		}
+		if len(s.conns) >= s.cfg.MaxConns {
+			s.connsMu.Unlock()
+			s.metrics.rejected.WithLabelValues("connections").Inc()
+			go c.refuse(fmt.Errorf("%w: %d client connections open (limit %d)", wire.ErrResourceExhausted, s.cfg.MaxConns, s.cfg.MaxConns))
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.connsMu.Unlock()

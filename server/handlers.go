@@ -96,6 +96,10 @@ func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
 }
 
 func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) {
+	if n := s.leases.count(); n >= s.cfg.MaxSessions {
+		s.metrics.rejected.WithLabelValues("sessions").Inc()
+		return nil, fmt.Errorf("%w: %d sessions live (limit %d)", wire.ErrResourceExhausted, n, s.cfg.MaxSessions)
+	}
 	ttl := session.NegotiateTTL(time.Duration(a.TTL))
 	if a.TTL == 0 {
 		ttl = s.cfg.DefaultTTL

@@ -129,6 +129,13 @@ func (t *leaseTable) TakeExpired() []uint64 {
 	return out
 }
 
+// count is how many sessions have a lease here.
+func (t *leaseTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
 // add grants a new session its first lease.
 func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration) {
 	t.mu.Lock()

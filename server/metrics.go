@@ -22,6 +22,7 @@ type metrics struct {
 	invalidations prometheus.Counter
 	invalWait     prometheus.Histogram
 	events        prometheus.Counter
+	rejected      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -38,10 +39,11 @@ func newMetrics() *metrics {
 		applyLatency:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_apply_seconds", Help: "Time from propose to applied.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
 		invalidations: prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_cache_invalidations_total", Help: "Invalidations sent to caching sessions."}),
 		invalWait:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_cache_invalidation_wait_seconds", Help: "Time a write waited for cachers to acknowledge.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		rejected:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chubby_rejected_total", Help: "Connections and sessions refused at a limit (resource_exhausted), by limit."}, []string{"limit"}),
 		events:        prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_events_total", Help: "Events queued for sessions."}),
 		batchSize:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_raft_batch_commands", Help: "Commands per raft log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency, m.batchSize, m.invalidations, m.invalWait, m.events,
+	m.reg.MustRegister(m.calls, m.badFrames, m.conns, m.sessions, m.keepAlives, m.created, m.expired, m.epoch, m.applyLatency, m.batchSize, m.invalidations, m.invalWait, m.events, m.rejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -89,6 +89,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SnapshotInterval == 0 {
 		cfg.SnapshotInterval = def.SnapshotInterval
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = def.MaxConns
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = def.MaxSessions
+	}
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}

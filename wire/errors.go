@@ -17,6 +17,9 @@ var (
 	// ErrUnavailable: the cell cannot serve now (no quorum, shutting down,
 	// an expiry in flight); the call may be retried.
 	ErrUnavailable = errors.New("cell unavailable")
+	// ErrResourceExhausted: the server is at a limit (connections,
+	// sessions); the call is refused rather than queued.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // codes names every sentinel on the wire: the state machine's and the RPC
@@ -25,6 +28,7 @@ var codes = append(fs.Codes[:len(fs.Codes):len(fs.Codes)],
 	fs.ErrorCode{Code: "wrong_epoch", Err: ErrWrongEpoch},
 	fs.ErrorCode{Code: "not_master", Err: ErrNotMaster},
 	fs.ErrorCode{Code: "unavailable", Err: ErrUnavailable},
+	fs.ErrorCode{Code: "resource_exhausted", Err: ErrResourceExhausted},
 )
 
 // Code returns the wire code of the sentinel err wraps, or "internal".

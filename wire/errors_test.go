@@ -13,7 +13,7 @@ import (
 func TestCodesRoundTrip(t *testing.T) {
 	sentinels := []error{fs.ErrNoSuchNode, fs.ErrExists, fs.ErrNotDir, fs.ErrIsDir, fs.ErrNotEmpty, fs.ErrBadPath, fs.ErrTooLarge,
 		fs.ErrStaleHandle, fs.ErrSessionExpired, fs.ErrLockHeld, fs.ErrLockDelay, fs.ErrNotHeld, fs.ErrCASMismatch, fs.ErrBadSequencer,
-		fs.ErrPermission, fs.ErrBadRequest, ErrWrongEpoch, ErrNotMaster, ErrUnavailable}
+		fs.ErrPermission, fs.ErrBadRequest, ErrWrongEpoch, ErrNotMaster, ErrUnavailable, ErrResourceExhausted}
 	if len(sentinels) != len(codes) {
 		t.Errorf("%d sentinels in the test, %d in the code table", len(sentinels), len(codes))
 	}

@@ -31,6 +31,8 @@ func run(args []string) int {
 	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
 	fl.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft log entries between snapshots (log compaction)")
 	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
+	fl.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "client connections served at once; more are refused with resource_exhausted")
+	fl.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "live sessions; CreateSession past it fails with resource_exhausted")
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {

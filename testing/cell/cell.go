@@ -119,6 +119,10 @@ func Start(t testing.TB, opts ...Option) *Cell {
 		if o.http {
 			cfg.HTTPAddr = addrs[3]
 		}
+		if o.serverConfig != nil { // the limits and timing a test wants; addresses stay the harness's
+			o.serverConfig(0, &cfg)
+			cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr = addrs[0], addrs[1], addrs[2]
+		}
 		c.cfg = cfg
 		srv, err := c.startServer()
 		if err != nil {

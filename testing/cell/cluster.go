@@ -26,7 +26,8 @@ func WithRaftTiming(heartbeat, election, leaderLease time.Duration) Option {
 }
 
 // WithServerConfig lets a test adjust each server's configuration of a
-// Cluster before it starts (fn gets the server's index): for example one
+// Cluster (or of Start's one server, index 0) before it starts (fn gets the
+// server's index): for example one
 // server with raft timing unlike the others'. The harness's own fields
 // (addresses, data dir, peers, transport) are set again after fn runs.
 func WithServerConfig(fn func(i int, cfg *server.Config)) Option {

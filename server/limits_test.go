@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// TestConnectionLimit (issue 17, finding 4): past MaxConns a connection is
+// answered resource_exhausted and closed; the connections already open
+// keep working, and a slot freed is usable again.
+func TestConnectionLimit(t *testing.T) {
+	c := cell.Start(t, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.MaxConns = 3 }))
+	var open []*cell.RawConn
+	for range 3 {
+		r := c.DialRaw(t)
+		if _, err := r.Hello(); err != nil {
+			t.Fatalf("connection within the limit: %v", err)
+		}
+		open = append(open, r)
+	}
+	over := c.DialRaw(t)
+	resp, err := over.ReadResponse(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the connection over the limit got no answer: %v", err)
+	}
+	if err := resp.Err(); !errors.Is(err, wire.ErrResourceExhausted) {
+		t.Fatalf("over the limit: %v, want resource_exhausted", err)
+	}
+	if _, err := over.Hello(); err == nil {
+		t.Fatal("the connection over the limit was served")
+	}
+	if _, err := open[0].Hello(); err != nil {
+		t.Fatalf("an open connection stopped working: %v", err)
+	}
+	open[2].Close()
+	// The server drops the closed connection asynchronously.
+	wait.For(t, 0, "the freed connection slot to serve a new connection", func() bool {
+		r := c.DialRaw(t)
+		_, err := r.Hello()
+		if err != nil {
+			r.Close()
+		}
+		return err == nil
+	})
+}
+
+// TestSessionLimit: past MaxSessions CreateSession fails with
+// resource_exhausted (Dial returns it); ending a session frees its slot.
+func TestSessionLimit(t *testing.T) {
+	c := cell.Start(t, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.MaxSessions = 2 }))
+	a := c.Dial(t, client.Config{})
+	c.Dial(t, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cl, err := client.Dial(ctx, client.Config{Servers: []string{c.Addr()}}); !errors.Is(err, client.ErrResourceExhausted) {
+		if cl != nil {
+			cl.Close()
+		}
+		t.Fatalf("a third session: %v, want ErrResourceExhausted", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.Dial(ctx, client.Config{Servers: []string{c.Addr()}})
+	if err != nil {
+		t.Fatalf("a session after one ended: %v", err)
+	}
+	cl.Close()
+}
