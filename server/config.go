@@ -12,6 +12,7 @@ import (
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // Config configures one chubbyd server.
@@ -36,6 +37,11 @@ type Config struct {
 	// them (0: DefaultMaxSessions). CreateSession past it fails with
 	// resource_exhausted.
 	MaxSessions int
+	// MaxFrameMemory bounds the bytes of large frames (over 64 KiB) being
+	// read from all connections at once (0: DefaultMaxFrameMemory). A
+	// connection whose frame finds no room within the body timeout is
+	// answered resource_exhausted and closed; smaller frames never wait.
+	MaxFrameMemory int64
 	// SnapshotThreshold is how many log entries trigger a snapshot (and log
 	// compaction); TrailingLogs is how many entries are kept behind it so a
 	// lagging follower can catch up without a snapshot.
@@ -83,6 +89,8 @@ type Config struct {
 const (
 	DefaultMaxConns    = 20_000
 	DefaultMaxSessions = 250_000
+	// DefaultMaxFrameMemory: 256 large frames of a megabyte in flight.
+	DefaultMaxFrameMemory = 256 << 20
 )
 
 // Peer names a server of the cell.
@@ -111,6 +119,7 @@ func DefaultConfig() Config {
 		DefaultTTL:         session.DefaultTTL,
 		MaxConns:           DefaultMaxConns,
 		MaxSessions:        DefaultMaxSessions,
+		MaxFrameMemory:     DefaultMaxFrameMemory,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
 		SnapshotInterval:   30 * time.Second,
@@ -149,6 +158,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 0 || c.MaxSessions < 0 {
 		errs = append(errs, fmt.Errorf("max-conns %d, max-sessions %d: must not be negative (0: the default)", c.MaxConns, c.MaxSessions))
+	}
+	if c.MaxFrameMemory != 0 && c.MaxFrameMemory < wire.MaxFrame {
+		errs = append(errs, fmt.Errorf("max-frame-memory %d: must hold one frame (%d bytes) at least", c.MaxFrameMemory, wire.MaxFrame))
 	}
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))

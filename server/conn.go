@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/wire"
@@ -29,6 +31,9 @@ type conn struct {
 	// dispatch serves one decoded call; done runs once serve returns.
 	dispatch func(*conn, *wire.Request)
 	done     func(*conn)
+	// frames is the server's budget for the bodies of large frames being
+	// read (nil: none).
+	frames *semaphore.Weighted
 
 	nc     net.Conn
 	br     *bufio.Reader
@@ -67,6 +72,17 @@ func (c *conn) send(resp *wire.Response) {
 	if cap(c.buf) > 64<<10 {
 		c.buf = nil
 	}
+}
+
+// reserve takes n bytes of the server's frame budget for a large frame's
+// body, waiting up to bodyTimeout for other connections' frames to be read.
+func (c *conn) reserve(n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), bodyTimeout)
+	defer cancel()
+	if err := c.frames.Acquire(ctx, int64(n)); err != nil {
+		return fmt.Errorf("%w: no room for a %d-byte frame within %v (other connections' large frames hold the server's frame memory)", wire.ErrResourceExhausted, n, bodyTimeout)
+	}
+	return nil
 }
 
 // refuse answers a connection the server will not serve with err (call id
@@ -113,9 +129,23 @@ func (c *conn) serve() {
 		if _, err := c.br.Peek(1); err == nil {
 			c.nc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		}
-		frame, err := wire.ReadFrame(c.br)
+		var reserve func(int) error
+		if c.frames != nil {
+			reserve = c.reserve
+		}
+		frame, reserved, err := wire.ReadFrameReserving(c.br, reserve)
 		c.nc.SetReadDeadline(time.Time{})
+		release := func() {
+			if reserved > 0 {
+				c.frames.Release(int64(reserved))
+			}
+		}
 		if err != nil {
+			release()
+			if errors.Is(err, wire.ErrResourceExhausted) {
+				c.reply(0, nil, err)
+				return
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 				c.badFrames.Inc()
 				c.log.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
@@ -124,6 +154,7 @@ func (c *conn) serve() {
 			return
 		}
 		req, err := wire.DecodeRequest(frame)
+		release() // the decoder copied what it keeps
 		if err != nil {
 			c.badFrames.Inc()
 			c.log.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
@@ -159,7 +190,7 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
-		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn,
+		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames,
 			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
 		s.connsMu.Lock()
 		if s.closing.Load() {

@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"net"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +78,56 @@ func TestSessionLimit(t *testing.T) {
 		t.Fatalf("a session after one ended: %v", err)
 	}
 	cl.Close()
+}
+
+// TestFrameMemoryBounded (issue 17, finding 4): connections that send most
+// of a large frame and then stall hold no more than MaxFrameMemory of the
+// server's heap between them (each held about a megabyte before), and
+// small calls are served meanwhile.
+func TestFrameMemoryBounded(t *testing.T) {
+	const budget = 2 << 20
+	c := cell.Start(t, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.MaxFrameMemory = budget }))
+	const conns, frame, sent = 40, 1_000_000, 900_000
+	payload := append(binary.BigEndian.AppendUint32(nil, frame), make([]byte, sent)...)
+
+	var ms runtime.MemStats
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := heap()
+	var wg sync.WaitGroup
+	var ncs []net.Conn
+	for range conns {
+		nc := c.DialRaw(t).Conn()
+		ncs = append(ncs, nc)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc.Write(payload) // may block while the server reads others: the point
+		}()
+	}
+	t.Cleanup(func() { // closing the connections unblocks the writes
+		for _, nc := range ncs {
+			nc.Close()
+		}
+		wg.Wait()
+	})
+	// While the frames stall, the heap stays within the budget plus the
+	// connections' read buffers (16 KiB each) and slack for the cell.
+	bound := uint64(budget + conns*(16<<10) + 8<<20)
+	peak := uint64(0)
+	for range 20 {
+		if h := heap(); h > base {
+			peak = max(peak, h-base)
+		}
+		if _, err := c.DialRaw(t).Hello(); err != nil {
+			t.Fatalf("a small call while large frames stall: %v", err)
+		}
+	}
+	if peak > bound {
+		t.Fatalf("%d stalled 1 MB frames grew the heap by %d bytes; want at most %d (a %d-byte budget)", conns, peak, bound, budget)
+	}
+	t.Logf("%d stalled 1 MB frames: heap grew by %d bytes at most (budget %d)", conns, peak, budget)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/chubby-dev/chubby/session"
 )
@@ -24,6 +25,8 @@ type Server struct {
 	log    hclog.Logger
 	rpcLog hclog.Logger
 	clock  session.Clock
+	// frames bounds the memory of large frames being read (Config.MaxFrameMemory).
+	frames *semaphore.Weighted
 	// expiryLog summarises expiries per interval (one line per session
 	// only at debug level).
 	expiryLog *logSummary
@@ -95,6 +98,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = def.MaxSessions
 	}
+	if cfg.MaxFrameMemory == 0 {
+		cfg.MaxFrameMemory = def.MaxFrameMemory
+	}
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}
@@ -110,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:  newMetrics(),
 	}
 	m := s.metrics
+	s.frames = semaphore.NewWeighted(cfg.MaxFrameMemory)
 	s.expiryLog = newLogSummary(cfg.Logger.Named("leases"), cfg.Clock, summaryInterval)
 	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
 	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,

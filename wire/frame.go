@@ -20,26 +20,43 @@ var ErrFrameTooLarge = errors.New("frame too large")
 
 // ReadFrame reads one frame body. It never allocates more than MaxFrame.
 func ReadFrame(r *bufio.Reader) ([]byte, error) {
+	b, _, err := ReadFrameReserving(r, nil)
+	return b, err
+}
+
+// ReadFrameReserving is ReadFrame for a reader that accounts for the memory
+// of frames in flight: reserve (if not nil) is called with the length of a
+// frame larger than an eagerly read one before its body is read, and its
+// error ends the read; the body is then read into a buffer of exactly that
+// length. It returns how much was reserved, for the caller to release once
+// done with the frame (also on error).
+func ReadFrameReserving(r *bufio.Reader, reserve func(n int) error) (body []byte, reserved int, err error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > MaxFrame {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, MaxFrame)
+		return nil, 0, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, MaxFrame)
 	}
 	if n == 0 {
-		return nil, errors.New("empty frame")
+		return nil, 0, errors.New("empty frame")
 	}
-	if n <= eagerFrame {
+	if n > eagerFrame && reserve != nil {
+		if err := reserve(int(n)); err != nil {
+			return nil, 0, err
+		}
+		reserved = int(n)
+	}
+	if n <= eagerFrame || reserve != nil {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return nil, reserved, err
 		}
-		return buf, nil
+		return buf, reserved, nil
 	}
 	// A large frame's buffer grows with the bytes that actually arrive, so a
 	// peer that announces a megabyte and sends nothing costs nothing.
@@ -49,9 +66,9 @@ func ReadFrame(r *bufio.Reader) ([]byte, error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return nil, 0, err
 	}
-	return b.Bytes(), nil
+	return b.Bytes(), 0, nil
 }
 
 // eagerFrame: frames up to this size are read into a buffer allocated up

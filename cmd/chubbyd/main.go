@@ -33,6 +33,7 @@ func run(args []string) int {
 	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
 	fl.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "client connections served at once; more are refused with resource_exhausted")
 	fl.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "live sessions; CreateSession past it fails with resource_exhausted")
+	fl.Int64Var(&cfg.MaxFrameMemory, "max-frame-memory", cfg.MaxFrameMemory, "bytes of large frames (over 64 KiB) read from all connections at once")
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
