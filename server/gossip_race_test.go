@@ -71,6 +71,14 @@ func TestGossipMembersReadWithoutRace(t *testing.T) {
 		}
 		return master != nil
 	})
+	wait.For(t, 30*time.Second, "every server to see the three members", func() bool {
+		for _, s := range servers {
+			if len(s.members.aliveMembers()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	// Metadata churn from the followers, across several reconcile rounds.
 	end := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(end); i++ {
@@ -82,7 +90,7 @@ func TestGossipMembersReadWithoutRace(t *testing.T) {
 			m.mu.Lock()
 			m.meta.Expect = 3 + i%2 // read only before the cell bootstraps
 			m.mu.Unlock()
-			if err := m.ml.UpdateNode(time.Second); err != nil {
+			if err := m.ml.UpdateNode(5 * time.Second); err != nil { // generous: -race on 2 busy cores
 				t.Fatalf("gossip update: %v", err)
 			}
 		}

@@ -48,10 +48,12 @@ type tracker struct {
 	cachers    map[string]map[uint64]struct{}
 	cachedBy   map[uint64]map[string]struct{} // session → paths, to forget a session
 	uncachable map[string]int
-	// inflight: per path, the invalidation rounds of writes not yet
-	// applied. A later write of the path finds no cachers left to
-	// invalidate, but must not commit before they acknowledged.
-	inflight map[string]map[*invalRound]struct{}
+	// latest: per path, the invalidation round of the last write of it
+	// not yet applied. A later write of the path finds no cachers left to
+	// invalidate, but must not commit before they acknowledged: it waits
+	// for that one round, which itself waited for the rounds before it,
+	// so a write costs the same however many are queued on its path.
+	latest map[string]*invalRound
 }
 
 // cacheSessions is how the tracker reaches the sessions that cache nodes.
@@ -80,7 +82,7 @@ func (t *tracker) reset() {
 	t.cachers = map[string]map[uint64]struct{}{}
 	t.cachedBy = map[uint64]map[string]struct{}{}
 	t.uncachable = map[string]int{}
-	t.inflight = map[string]map[*invalRound]struct{}{}
+	t.latest = map[string]*invalRound{}
 }
 
 // admit records that session may cache path and reports whether it may: not
@@ -115,20 +117,16 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 		return func() {}, nil
 	}
 	t.mu.Lock()
-	round := &invalRound{ready: make(chan struct{})}
-	earlier := map[*invalRound]struct{}{}
+	round := &invalRound{acked: make(chan struct{})}
+	defer close(round.acked) // once this write has waited for all it must
+	var earlier []*invalRound
 	targets := map[uint64][]string{}
 	for _, p := range paths {
 		t.uncachable[p]++
-		rounds, ok := t.inflight[p]
-		if !ok {
-			rounds = map[*invalRound]struct{}{}
-			t.inflight[p] = rounds
+		if prev := t.latest[p]; prev != nil && prev != round { // paths may repeat
+			earlier = append(earlier, prev)
 		}
-		for r := range rounds {
-			earlier[r] = struct{}{}
-		}
-		rounds[round] = struct{}{}
+		t.latest[p] = round
 		for sess := range t.cachers[p] {
 			delete(t.cachedBy[sess], p)
 			if sess != writer { // the writer dropped its own entries before sending
@@ -144,8 +142,8 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 			if t.uncachable[p]--; t.uncachable[p] <= 0 {
 				delete(t.uncachable, p)
 			}
-			if delete(t.inflight[p], round); len(t.inflight[p]) == 0 {
-				delete(t.inflight, p)
+			if t.latest[p] == round {
+				delete(t.latest, p)
 			}
 		}
 		t.mu.Unlock()
@@ -158,17 +156,17 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 			waits = append(waits, ackWait{session: sess, done: acked, deadline: deadline})
 		}
 	}
-	round.waits = waits
-	close(round.ready)
-	for r := range earlier {
-		<-r.ready // closed by its writer as soon as it has sent its invalidations
-		waits = append(waits, r.waits...)
-	}
 	waits = append(waits, t.sessions.unflushed(writer)...)
-	if len(waits) == 0 {
+	if len(waits) == 0 && len(earlier) == 0 {
 		return release, nil
 	}
 	start := time.Now()
+	for _, r := range earlier {
+		select {
+		case <-r.acked: // its writer waited for its cachers and the rounds before it
+		case <-t.done:
+		}
+	}
 	for _, w := range waits {
 		t.await(w)
 	}
@@ -181,11 +179,11 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	return release, nil
 }
 
-// invalRound is the invalidations one write sent: waits is set, and ready
-// closed, once they are all sent.
+// invalRound is one write's invalidations: acked is closed once its writer
+// has waited for every cacher it invalidated and for the rounds of the
+// same paths before it (acknowledged, or their leases over).
 type invalRound struct {
-	ready chan struct{}
-	waits []ackWait
+	acked chan struct{}
 }
 
 // ackWait is what a write waits for from one session: done closed, or the

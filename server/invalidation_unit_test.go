@@ -220,8 +220,6 @@ func TestLaterWriteWaitsForEarlierInvalidation(t *testing.T) {
 	wait.For(t, 0, "the first write's invalidation", func() bool { return u.fake.sentTo(1) == 1 })
 	wait.For(t, 0, "the first write's wait", func() bool { return u.clk.Pending() == 1 })
 	w2 := u.write(3, pathA)
-	// Each waiting write has a timer for the cacher's lease deadline.
-	wait.For(t, 0, "the second write's wait for the first write's cacher", func() bool { return u.clk.Pending() == 2 })
 	blocked(t, w2, "the first write's cacher has not acknowledged")
 	u.fake.ack(1)
 	proceeds(t, w1, "first write")()
@@ -229,6 +227,28 @@ func TestLaterWriteWaitsForEarlierInvalidation(t *testing.T) {
 	if n := u.fake.sentTo(1); n != 1 {
 		t.Fatalf("session 1 was sent %d invalidations, want 1", n)
 	}
+}
+
+// TestQueuedWritesWaitInAChain (issue 17, finding 1): each write of a path
+// waits only for the write before it, which waited for the one before it,
+// so a third write still waits for the first write's cacher; a write that
+// names a path twice (a node and its parent, twice) does not wait for
+// itself.
+func TestQueuedWritesWaitInAChain(t *testing.T) {
+	u := newUnitTracker(t)
+	u.fake.deadlines[1] = unitStart.Add(unitTTL)
+	u.admit(1, pathA)
+	w1 := u.write(2, pathA)
+	wait.For(t, 0, "the first write's invalidation", func() bool { return u.fake.sentTo(1) == 1 })
+	w2 := u.write(3, pathA)
+	w3 := u.write(4, pathA, pathB, pathA)
+	blocked(t, w2, "the first write's cacher has not acknowledged")
+	blocked(t, w3, "the first write's cacher has not acknowledged")
+	u.fake.ack(1)
+	for _, w := range []<-chan writeGo{w1, w2, w3} {
+		proceeds(t, w, "a queued write after the acknowledgement")()
+	}
+	proceeds(t, u.write(5, pathB, pathB), "a write naming its path twice")()
 }
 
 // TestWriteWaitsForUnflushedSessions: after a failover, a session that has

@@ -19,6 +19,11 @@ import (
 // and one FSM dispatch. At most maxInflight entries are in raft at once;
 // commands that arrive meanwhile queue and go out together in the next entry.
 // A lone command goes out at once, so an idle cell pays no batching delay.
+//
+// The queue is fair between sessions: each session's commands wait in a
+// queue of their own, in order, and a batch takes one command from each
+// session in turn. A session that pipelines thousands of writes delays
+// another session's write by about one batch, not by its whole backlog.
 const (
 	maxInflight   = 2
 	maxBatchCmds  = 512
@@ -27,10 +32,11 @@ const (
 )
 
 type proposal struct {
-	enc  []byte
-	res  *fs.Result
-	err  error
-	done chan struct{}
+	session uint64 // whose queue it waits in (0: the master's own)
+	enc     []byte
+	res     *fs.Result
+	err     error
+	done    chan struct{}
 }
 
 // proposer replicates commands through a raft log (raftApplier) in
@@ -41,8 +47,11 @@ type proposer struct {
 	latency prometheus.Observer // propose to applied
 	batches prometheus.Observer // commands per entry
 
-	mu       sync.Mutex
-	queue    []*proposal
+	mu sync.Mutex
+	// queues holds each session's waiting proposals in order; turn lists
+	// the sessions with some, in the order batches visit them.
+	queues   map[uint64][]*proposal
+	turn     []uint64
 	inflight int
 }
 
@@ -53,7 +62,7 @@ type raftApplier interface {
 }
 
 func newProposer(r raftApplier, clock session.Clock, latency, batches prometheus.Observer) *proposer {
-	return &proposer{raft: r, clock: clock, latency: latency, batches: batches}
+	return &proposer{raft: r, clock: clock, latency: latency, batches: batches, queues: map[uint64][]*proposal{}}
 }
 
 // propose stamps cmd with the master's clock, replicates it and returns the
@@ -66,7 +75,7 @@ func (q *proposer) propose(cmd *fs.Command) (*fs.Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	p := &proposal{enc: b, done: make(chan struct{})}
+	p := &proposal{session: cmd.Session, enc: b, done: make(chan struct{})}
 	q.submit(p)
 	<-p.done
 	if p.err != nil {
@@ -78,7 +87,10 @@ func (q *proposer) propose(cmd *fs.Command) (*fs.Result, error) {
 
 func (q *proposer) submit(p *proposal) {
 	q.mu.Lock()
-	q.queue = append(q.queue, p)
+	if len(q.queues[p.session]) == 0 {
+		q.turn = append(q.turn, p.session)
+	}
+	q.queues[p.session] = append(q.queues[p.session], p)
 	start := q.inflight < maxInflight
 	if start {
 		q.inflight++
@@ -93,25 +105,43 @@ func (q *proposer) submit(p *proposal) {
 func (q *proposer) flush() {
 	for {
 		q.mu.Lock()
-		n, size := 0, 0
-		for n < len(q.queue) && n < maxBatchCmds && (n == 0 || size+len(q.queue[n].enc) <= maxBatchBytes) {
-			size += len(q.queue[n].enc)
-			n++
-		}
-		if n == 0 {
+		batch, size := q.takeBatchLocked()
+		if len(batch) == 0 {
 			q.inflight--
 			q.mu.Unlock()
 			return
 		}
-		batch := make([]*proposal, n)
-		copy(batch, q.queue)
-		q.queue = q.queue[n:]
-		if len(q.queue) == 0 {
-			q.queue = nil
-		}
 		q.mu.Unlock()
 		q.apply(batch, size)
 	}
+}
+
+// takeBatchLocked takes the next batch: one proposal from each session in
+// turn, round after round, up to maxBatchCmds and maxBatchBytes (one at
+// least). A session keeps its place in the turn while it has more.
+func (q *proposer) takeBatchLocked() ([]*proposal, int) {
+	var batch []*proposal
+	size := 0
+	for len(q.turn) > 0 && len(batch) < maxBatchCmds {
+		s := q.turn[0]
+		p := q.queues[s][0]
+		if len(batch) > 0 && size+len(p.enc) > maxBatchBytes {
+			break
+		}
+		batch, size = append(batch, p), size+len(p.enc)
+		q.queues[s][0] = nil // taken: no reference left in the queue
+		q.turn = q.turn[1:]
+		if rest := q.queues[s][1:]; len(rest) > 0 {
+			q.queues[s] = rest
+			q.turn = append(q.turn, s) // its next proposal waits for everyone else's
+		} else {
+			delete(q.queues, s)
+		}
+	}
+	if len(q.turn) == 0 {
+		q.turn = nil
+	}
+	return batch, size
 }
 
 func (q *proposer) apply(batch []*proposal, size int) {

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/testing/wait"
+)
+
+// gatedRaft is a raftApplier whose entries wait for the test to let each
+// through, recording the commands of each entry.
+type gatedRaft struct {
+	mu      sync.Mutex
+	entries [][]*fs.Command
+	gate    chan struct{}
+}
+
+type doneFuture struct{ n int }
+
+func (doneFuture) Error() error    { return nil }
+func (doneFuture) Index() uint64   { return 0 }
+func (f doneFuture) Response() any { return make([]*fs.Result, f.n) }
+
+func (g *gatedRaft) Apply(b []byte, _ time.Duration) raft.ApplyFuture {
+	cmds, err := fs.DecodeCommands(b)
+	if err != nil {
+		panic(err)
+	}
+	g.mu.Lock()
+	g.entries = append(g.entries, cmds)
+	g.mu.Unlock()
+	<-g.gate
+	return doneFuture{len(cmds)}
+}
+
+func (g *gatedRaft) entry(i int) []*fs.Command {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i >= len(g.entries) {
+		return nil
+	}
+	return g.entries[i]
+}
+
+// TestProposerIsFairBetweenSessions (issue 17, finding 1): with one session's
+// thousand writes queued, another session's write goes out in the next
+// entry, not after the backlog; each session's commands keep their order.
+func TestProposerIsFairBetweenSessions(t *testing.T) {
+	g := &gatedRaft{gate: make(chan struct{})}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x"})
+	q := newProposer(g, session.NewManualClock(unitStart), h, h)
+	var pending []*proposal
+	submit := func(sess uint64, n int) { // in order, without waiting for the result
+		cmd := fs.NewCommand(&fs.Release{Path: "/ls/local/f", LockGen: uint64(n)})
+		cmd.Session = sess
+		enc, err := cmd.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &proposal{session: sess, enc: enc, done: make(chan struct{})}
+		pending = append(pending, p)
+		q.submit(p)
+	}
+	submit(1, 0)
+	wait.For(t, 0, "the first entry in flight", func() bool { return g.entry(0) != nil })
+	submit(1, 1)
+	wait.For(t, 0, "the second entry in flight", func() bool { return g.entry(1) != nil })
+	for i := 2; i < 1002; i++ { // both entries in flight: these queue
+		submit(1, i)
+	}
+	submit(2, 0)
+	g.gate <- struct{}{} // the first entry applies; the next batch goes out
+	wait.For(t, 0, "the third entry", func() bool { return g.entry(2) != nil })
+	third := g.entry(2)
+	found := false
+	for _, c := range third {
+		found = found || c.Session == 2
+	}
+	if !found {
+		t.Fatalf("session 2's write is not in the next entry (%d commands, all session 1's)", len(third))
+	}
+	close(g.gate)
+	for _, p := range pending {
+		<-p.done
+	}
+	last := map[uint64]uint64{}
+	for i := range 10 {
+		for _, c := range g.entry(i) {
+			gen := c.Body.(*fs.Release).LockGen
+			if prev, ok := last[c.Session]; ok && gen <= prev {
+				t.Fatalf("session 1's commands out of order: %d after %d", gen, prev)
+			}
+			last[c.Session] = gen
+		}
+	}
+}
