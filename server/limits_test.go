@@ -131,3 +131,32 @@ func TestFrameMemoryBounded(t *testing.T) {
 	}
 	t.Logf("%d stalled 1 MB frames: heap grew by %d bytes at most (budget %d)", conns, peak, budget)
 }
+
+// TestMassExpiry (issue 17, finding 3): hundreds of abandoned sessions whose
+// leases end together are all expired after their TTL, in batches (one
+// leadership check per batch, a bounded number of proposals at once), and
+// the master keeps serving the sessions that are alive.
+func TestMassExpiry(t *testing.T) {
+	c := cell.Start(t, cell.WithManualClock())
+	mc := c.Manual(t)
+	alive := c.Dial(t, client.Config{SessionTTL: time.Minute})
+	base := c.Status().Sessions
+	const abandoned = 300
+	r := c.DialRaw(t)
+	if _, err := r.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	for range abandoned {
+		if _, err := r.CreateSession(2 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.Status().Sessions; n != base+abandoned {
+		t.Fatalf("%d sessions, want %d", n, base+abandoned)
+	}
+	mc.Advance(2 * time.Second)
+	wait.For(t, 0, "every abandoned session to expire", func() bool { return c.Status().Sessions == base })
+	if _, err := alive.WriteFile(context.Background(), c.Path("after"), []byte("x")); err != nil {
+		t.Fatalf("the live session after the flood of expiries: %v", err)
+	}
+}

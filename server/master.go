@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,9 +26,7 @@ func (s *Server) leadershipLoop() {
 				s.revokeMaster()
 			}
 		case <-s.leases.Expired():
-			for _, id := range s.leases.TakeExpired() {
-				go s.expireSession(id)
-			}
+			go s.expireSessions(s.leases.TakeExpired())
 		}
 	}
 }
@@ -85,16 +84,39 @@ func (s *Server) revokeMaster() {
 	s.waits.failAll(wire.FromCode("not_master", "not the master any more"))
 }
 
-// expireSession ends a session whose lease ran out, once this server has
-// confirmed with a quorum that it is still the leader and found it did not
-// stall since the session's last renewal. An expiry that cannot be made is
-// abandoned and the lease timer looks again later.
-func (s *Server) expireSession(id uint64) {
+// expiryWorkers bounds the expiries proposed at once: enough for group
+// commit to pack hundreds into a log entry, few enough that a flood of
+// expiries does not starve the rest of the master (issue 17, finding 3).
+const expiryWorkers = 64
+
+// expireSessions ends a batch of sessions whose leases ran out, once this
+// server has confirmed with a quorum — once for the whole batch — that it
+// is still the leader. An expiry that cannot be made is abandoned and the
+// lease timer looks again later.
+func (s *Server) expireSessions(ids []uint64) {
 	if err := s.raft.VerifyLeader().Error(); err != nil {
-		s.expiryLog.add(hclog.Warn, "sessions not expired: leadership not confirmed", "session", id, "err", err)
-		s.leases.retryExpiry(id)
+		for _, id := range ids {
+			s.expiryLog.add(hclog.Warn, "sessions not expired: leadership not confirmed", "session", id, "err", err)
+			s.leases.retryExpiry(id)
+		}
 		return
 	}
+	slots := make(chan struct{}, expiryWorkers)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			s.expireSession(id)
+		}()
+	}
+	wg.Wait()
+}
+
+// expireSession ends one session of a confirmed batch, unless this server
+// stalled since the session's last renewal.
+func (s *Server) expireSession(id uint64) {
 	if s.leases.graceAfterStall(id) {
 		s.expiryLog.add(hclog.Warn, "sessions not expired: the master stalled since their last renewal", "session", id)
 		return
