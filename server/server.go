@@ -18,6 +18,14 @@ import (
 	"github.com/chubby-dev/chubby/session"
 )
 
+// setDefault sets *v to def if it is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
 // Server is one chubbyd: a raft replica of the namespace and, when it is the
 // raft leader, the master that serves clients.
 type Server struct {
@@ -79,28 +87,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.Info, Output: os.Stderr})
 	}
-	if cfg.DefaultTTL == 0 {
-		cfg.DefaultTTL = session.DefaultTTL
-	}
 	def := DefaultConfig()
-	if cfg.SnapshotThreshold == 0 {
-		cfg.SnapshotThreshold = def.SnapshotThreshold
-	}
-	if cfg.TrailingLogs == 0 {
-		cfg.TrailingLogs = def.TrailingLogs
-	}
-	if cfg.SnapshotInterval == 0 {
-		cfg.SnapshotInterval = def.SnapshotInterval
-	}
-	if cfg.MaxConns == 0 {
-		cfg.MaxConns = def.MaxConns
-	}
-	if cfg.MaxSessions == 0 {
-		cfg.MaxSessions = def.MaxSessions
-	}
-	if cfg.MaxFrameMemory == 0 {
-		cfg.MaxFrameMemory = def.MaxFrameMemory
-	}
+	setDefault(&cfg.DefaultTTL, def.DefaultTTL)
+	setDefault(&cfg.SnapshotThreshold, def.SnapshotThreshold)
+	setDefault(&cfg.TrailingLogs, def.TrailingLogs)
+	setDefault(&cfg.SnapshotInterval, def.SnapshotInterval)
+	setDefault(&cfg.MaxConns, def.MaxConns)
+	setDefault(&cfg.MaxSessions, def.MaxSessions)
+	setDefault(&cfg.MaxFrameMemory, def.MaxFrameMemory)
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}
