@@ -34,6 +34,12 @@ type conn struct {
 	// frames is the server's budget for the bodies of large frames being
 	// read (nil: none).
 	frames *semaphore.Weighted
+	// queue holds calls read but not started; at most maxRunning of the
+	// connection's calls run at once (see spawn). nil: every call runs at
+	// once in a goroutine of its own.
+	queue   chan func(park func())
+	running chan struct{} // a value per running call, maxRunning at most
+	once2   sync.Once
 
 	nc     net.Conn
 	br     *bufio.Reader
@@ -72,6 +78,68 @@ func (c *conn) send(resp *wire.Response) {
 	if cap(c.buf) > 64<<10 {
 		c.buf = nil
 	}
+}
+
+// Back-pressure per connection (issue 17, finding 1). A connection's calls
+// run at most maxRunning at a time; up to maxQueued more wait, read and
+// decoded, and past that the reader stops reading (TCP pushes back on the
+// client). Inline calls (KeepAlive) run in the reader and never wait behind
+// the queue until it is full, so a client's own backlog does not delay its
+// lease. A client pipelining thousands of writes thus puts maxRunning of
+// them before the proposer at a time, not thousands, and other sessions'
+// calls are not starved of the CPU or the queue. A call that waits for a
+// lock grant parks (call.park) and stops counting as running, so blocked
+// Acquires never hold up the connection's other calls.
+const (
+	maxRunning = 64
+	maxQueued  = 1024
+)
+
+// spawn runs a non-inline call: at once in its own goroutine while fewer
+// than maxRunning of the connection's calls run, else after one ends.
+func (c *conn) spawn(run func(park func())) {
+	if c.queue == nil {
+		go run(func() {})
+		return
+	}
+	select {
+	case c.running <- struct{}{}: // the common case: start it now
+		go c.runParked(run)
+		return
+	default:
+	}
+	c.once2.Do(func() { go c.runQueue() })
+	select {
+	case c.queue <- run: // blocks the reader only when maxQueued wait
+	case <-c.closed:
+	}
+}
+
+// runQueue starts the connection's queued calls, maxRunning at a time,
+// until the connection closes.
+func (c *conn) runQueue() {
+	for {
+		select {
+		case run := <-c.queue:
+			select {
+			case c.running <- struct{}{}:
+			case <-c.closed:
+				return
+			}
+			go c.runParked(run)
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// runParked runs a call that holds a running slot, freeing the slot when
+// the call parks or returns.
+func (c *conn) runParked(run func(park func())) {
+	var once sync.Once
+	park := func() { once.Do(func() { <-c.running }) }
+	defer park()
+	run(park)
 }
 
 // reserve takes n bytes of the server's frame budget for a large frame's
@@ -191,7 +259,7 @@ func (s *Server) acceptLoop() {
 			tc.SetKeepAlive(true)
 		}
 		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames,
-			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{})}
+			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
 		s.connsMu.Lock()
 		if s.closing.Load() {
 			s.connsMu.Unlock()

@@ -15,6 +15,10 @@ type call struct {
 	// state answers a retry from memory (exactly-once): the request's
 	// number for a numbered entry, 0 otherwise.
 	callID uint64
+	// park tells the connection's queue that the call now waits for
+	// something that may take long (a lock grant) and no longer counts
+	// among its running calls. Safe to call more than once.
+	park func()
 }
 
 // callSpec is an entry of the RPC dispatch table: what a call needs before
@@ -150,11 +154,11 @@ func known(m wire.Method) bool {
 func (s *Server) dispatch(c *conn, req *wire.Request) {
 	spec := &calls[req.Method]
 	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
-	run := func() {
+	run := func(park func()) {
 		var body any
 		err := s.precheck(req, spec)
 		if err == nil {
-			cl := &call{c: c, req: req}
+			cl := &call{c: c, req: req, park: park}
 			if spec.numbered {
 				cl.callID = req.Call
 			}
@@ -166,10 +170,10 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 		c.reply(req.ID, body, err)
 	}
 	if spec.inline {
-		run()
+		run(func() {})
 		return
 	}
-	go run()
+	c.spawn(run)
 }
 
 // precheck refuses a call this server may not answer: not the master, a

@@ -263,6 +263,7 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 		unregister()
 		return wire.SeqReply{Seq: res.Seq}, nil
 	}
+	c.park() // a wait for a grant does not hold up the connection's other calls
 	select {
 	case r := <-ch:
 		if r.err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/wait"
@@ -158,5 +160,56 @@ func TestMassExpiry(t *testing.T) {
 	wait.For(t, 0, "every abandoned session to expire", func() bool { return c.Status().Sessions == base })
 	if _, err := alive.WriteFile(context.Background(), c.Path("after"), []byte("x")); err != nil {
 		t.Fatalf("the live session after the flood of expiries: %v", err)
+	}
+}
+
+// TestBlockedAcquiresDoNotHoldUpTheConnection: a connection runs a bounded
+// number of calls at once (back-pressure), but calls waiting for a lock
+// grant do not count: with more Acquires blocked on one connection than it
+// runs at once, that connection's other calls are still answered, and every
+// wait is granted once the locks are released.
+func TestBlockedAcquiresDoNotHoldUpTheConnection(t *testing.T) {
+	c := cell.Start(t)
+	a := c.NewRawSession(t, 0)
+	b := c.NewRawSession(t, 0)
+	const n = 100 // more than a connection runs at once
+	var seqs []fs.Sequencer
+	for i := range n {
+		p := c.Path(fmt.Sprintf("l%d", i))
+		if err := a.Call(wire.MOpen, wire.OpenArgs{Path: p, Create: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var rep wire.SeqReply
+		if err := a.Call(wire.MAcquire, wire.AcquireArgs{Path: p, Mode: fs.Exclusive}, &rep); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, rep.Seq)
+	}
+	var waits []uint64
+	for i := range n {
+		id, err := b.Go(wire.MAcquire, wire.AcquireArgs{Path: seqs[i].Path, Mode: fs.Exclusive, Wait: true, WaitID: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, id)
+	}
+	for range 3 { // answered while the n Acquires wait on the same connection
+		if err := b.Call(wire.MGetStat, wire.NodeArgs{Path: seqs[0].Path}, nil); err != nil {
+			t.Fatalf("a call behind %d blocked Acquires: %v", n, err)
+		}
+	}
+	for _, seq := range seqs {
+		if err := a.Call(wire.MRelease, wire.ReleaseArgs{Path: seq.Path, Gen: seq.Gen}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range waits {
+		resp, err := b.Await(id, 10*time.Second)
+		if err != nil {
+			t.Fatalf("wait %d: %v", i, err)
+		}
+		if err := resp.Err(); err != nil {
+			t.Fatalf("wait %d: %v", i, err)
+		}
 	}
 }
