@@ -37,9 +37,9 @@ type conn struct {
 	// queue holds calls read but not started; at most maxRunning of the
 	// connection's calls run at once (see spawn). nil: every call runs at
 	// once in a goroutine of its own.
-	queue   chan func(park func())
-	running chan struct{} // a value per running call, maxRunning at most
-	once2   sync.Once
+	queue     chan func(park func())
+	running   chan struct{} // a value per running call, maxRunning at most
+	queueOnce sync.Once
 
 	nc     net.Conn
 	br     *bufio.Reader
@@ -108,7 +108,7 @@ func (c *conn) spawn(run func(park func())) {
 		return
 	default:
 	}
-	c.once2.Do(func() { go c.runQueue() })
+	c.queueOnce.Do(func() { go c.runQueue() })
 	select {
 	case c.queue <- run: // blocks the reader only when maxQueued wait
 	case <-c.closed:

@@ -1,11 +1,11 @@
 package server
 
 import (
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/wire"
@@ -101,17 +101,12 @@ func (s *Server) expireSessions(ids []uint64) {
 		}
 		return
 	}
-	slots := make(chan struct{}, expiryWorkers)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(expiryWorkers)
 	for _, id := range ids {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			s.expireSession(id)
-		}()
+		g.Go(func() error { s.expireSession(id); return nil })
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 // expireSession ends one session of a confirmed batch, unless this server

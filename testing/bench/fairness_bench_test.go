@@ -33,8 +33,9 @@ func BenchmarkWriteBesidePipeline(b *testing.B) {
 	r := c.NewRawSession(b, 30*time.Second)
 	b.ResetTimer()
 	for range b.N {
-		done := make(chan time.Duration, 1)
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			start := time.Now()
 			ids := make([]uint64, 0, n)
 			for range n {
@@ -49,26 +50,34 @@ func BenchmarkWriteBesidePipeline(b *testing.B) {
 			for _, id := range ids {
 				r.Await(id, time.Minute)
 			}
-			done <- time.Since(start)
+			pipeline += time.Since(start)
 		}()
-	loop:
-		for {
-			select {
-			case d := <-done:
-				pipeline += d
-				break loop
-			default:
-			}
-			start := time.Now()
-			if _, err := cl.WriteFile(ctx, c.Path("other"), []byte("z")); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-		}
+		lat = append(lat, writesBeside(b, cl, c.Path("other"), done, 0)...)
 	}
 	b.StopTimer()
 	reportOther(b, lat)
 	b.ReportMetric(pipeline.Seconds()/float64(b.N), "pipeline-s")
+}
+
+// writesBeside writes path through cl in a loop until busy is closed and
+// for tail after, and returns each write's latency: what a second session
+// sees while another one loads the cell.
+func writesBeside(b *testing.B, cl *client.Client, path string, busy <-chan struct{}, tail time.Duration) []time.Duration {
+	var lat []time.Duration
+	var until time.Time
+	for until.IsZero() || time.Now().Before(until) {
+		select {
+		case <-busy:
+			until, busy = time.Now().Add(tail), nil // a nil channel never fires again
+		default:
+		}
+		start := time.Now()
+		if _, err := cl.WriteFile(context.Background(), path, []byte("z")); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat
 }
 
 // reportOther reports the second session's latencies.
@@ -115,20 +124,7 @@ func BenchmarkWriteBesideAcquireFlood(b *testing.B) {
 				}
 			}
 		}()
-		var until time.Time
-		sent := flood // nil once received: a nil channel never fires
-		for until.IsZero() || time.Now().Before(until) {
-			select {
-			case <-sent:
-				until, sent = time.Now().Add(time.Second), nil
-			default:
-			}
-			start := time.Now()
-			if _, err := cl.WriteFile(ctx, c.Path("other"), []byte("z")); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-		}
+		lat = append(lat, writesBeside(b, cl, c.Path("other"), flood, time.Second)...)
 		r.Close()
 	}
 	b.StopTimer()
