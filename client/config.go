@@ -182,6 +182,18 @@ func (c *Client) newRetrier() *retrier {
 	return &retrier{c: c, bo: session.Backoff{Base: c.cfg.Backoff.Base, Max: c.cfg.Backoff.Max}}
 }
 
+// newRenewalRetrier paces the KeepAlive loop's retries: the client's
+// Backoff, but never waiting more than a quarter of the TTL, so that a
+// session with a sub-second TTL makes several attempts within a lease (after
+// a failover the new master's fresh lease lasts one TTL from its takeover).
+func (c *Client) newRenewalRetrier(ttl time.Duration) *retrier {
+	r := c.newRetrier()
+	if q := ttl / 4; q < r.bo.Max {
+		r.bo.Max = max(q, r.bo.Base)
+	}
+	return r
+}
+
 // next is the wait before the next attempt.
 func (r *retrier) next() time.Duration {
 	r.c.rngMu.Lock()

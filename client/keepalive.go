@@ -17,7 +17,9 @@ import (
 // keeps reconnecting (with jittered backoff) until the grace period ends.
 func (c *Client) keepAliveLoop() {
 	defer close(c.done)
-	retry := c.newRetrier()
+	c.mu.Lock()
+	retry := c.newRenewalRetrier(c.lease.TTL)
+	c.mu.Unlock()
 	type result struct {
 		sentAt time.Time
 		rep    wire.KeepAliveReply

@@ -39,10 +39,13 @@ type SessionInfo struct {
 	ID        uint64
 	TTL       time.Duration
 	LeaseLeft time.Duration
-	State     SessionState
-	Master    string
-	Epoch     uint64
-	Cell      string
+	// LeaseEnd is when the local lease ends unless renewed: the send time
+	// of the last KeepAlive that renewed it plus TTL minus the drift margin.
+	LeaseEnd time.Time
+	State    SessionState
+	Master   string
+	Epoch    uint64
+	Cell     string
 }
 
 // Session describes the session now.
@@ -51,6 +54,6 @@ func (c *Client) Session() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), State: c.lease.State(),
+	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), LeaseEnd: c.lease.Expiry(), State: c.lease.State(),
 		Master: c.master, Epoch: c.epoch, Cell: c.cell}
 }

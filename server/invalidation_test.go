@@ -328,6 +328,8 @@ func TestFailoverWaitsForSilentSessions(t *testing.T) {
 
 	done := asyncWrite(w, f, "v2")
 	wait.Never(t, 100*time.Millisecond, "a write on the new master returning while a session from the old one is silent", func() bool { return returned(done) })
+	mc.Advance(ttl / 2)
+	parkKeepAlive(t, talker2) // the talker keeps renewing; the silent session does not
 	mc.Advance(takeover.Add(ttl).Sub(mc.Now()) - time.Millisecond)
 	wait.Never(t, 100*time.Millisecond, "the write returning 1 ms before the silent session's lease ends", func() bool { return returned(done) })
 	mc.Advance(time.Millisecond)

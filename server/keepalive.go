@@ -20,7 +20,8 @@ type poll struct {
 }
 
 // keepAlive records the acknowledged invalidations, extends the lease to
-// now+TTL and parks the call until its hold ends. It answers at once when
+// now+TTL — now being when the KeepAlive arrived — and parks the call until
+// its hold ends. It answers at once when
 // urgent or when there is something to deliver; a previous parked poll of the
 // same session is answered at once.
 func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInval uint64) error {
@@ -54,9 +55,13 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	return nil
 }
 
-// answer ends a poll's hold: the lease is extended again and granted.
+// answer ends a poll's hold with a reply that grants the lease. The lease is
+// not extended again here: the client counts its lease from when it sent
+// the KeepAlive, which the extension on arrival already covers, and a
+// client that died while its poll was parked must not have its session
+// outlive its last KeepAlive by more than the TTL (issue 16: a dead
+// holder's lock moved up to a hold — a third of the TTL — late).
 func (t *leaseTable) answer(id uint64, p *poll) {
-	now := t.clock.Now()
 	t.mu.Lock()
 	l, ok := t.m[id]
 	if !ok || l.poll != p {
@@ -65,7 +70,6 @@ func (t *leaseTable) answer(id uint64, p *poll) {
 	}
 	p.timer.Stop()
 	l.poll = nil
-	t.extendLocked(l, now)
 	rep := l.replyLocked()
 	t.mu.Unlock()
 	p.c.reply(p.reqID, rep, nil)

@@ -325,3 +325,29 @@ func TestRetryExpiry(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	wantExpired(t, lt, 1)
 }
+
+// TestDeadClientEndsTTLAfterLastKeepAlive (issue 16): a client that dies
+// while its KeepAlive is parked gets no more lease from the reply it never
+// reads. Its session ends exactly TTL after that KeepAlive arrived — not a
+// hold later, as it did when answering extended the lease again.
+func TestDeadClientEndsTTLAfterLastKeepAlive(t *testing.T) {
+	clk := session.NewManualClock(unitStart)
+	lt := newUnitLeases(t, clk, &fakeStall{})
+	lt.add(clk.Now(), 1, unitTTL)
+	var r replies
+	clk.Advance(time.Second)
+	arrived := clk.Now()
+	if err := lt.keepAlive(&r, 1, 1, false, 0); err != nil {
+		t.Fatalf("KeepAlive: %v", err)
+	}
+	maxHold := unitTTL/3 + unitTTL/15
+	clk.Advance(maxHold)
+	if got := r.all(); len(got) != 1 || got[0].err != nil {
+		t.Fatalf("parked KeepAlive: replies %+v, want one lease reply within %v", got, maxHold)
+	}
+	// The client is dead: nothing more arrives.
+	clk.Advance(arrived.Add(unitTTL - time.Millisecond).Sub(clk.Now()))
+	wantExpired(t, lt)
+	clk.Advance(time.Millisecond)
+	wantExpired(t, lt, 1)
+}

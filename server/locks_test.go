@@ -107,6 +107,52 @@ func TestExpiredSessionLosesLocksAfterTTLAndLockDelay(t *testing.T) {
 	wantErr(t, hObs.TryAcquire(ctxT(t), client.Exclusive), client.ErrLockHeld, "TryAcquire after the hand-off")
 }
 
+// TestDeadHolderLockMovesTTLAfterItsLastKeepAlive (issue 16): a holder that
+// renews by parked KeepAlives and then dies — its last KeepAlive parked and
+// answered, the answer never read — loses its lock exactly TTL after that
+// KeepAlive arrived, and with lock-delay none the waiter is granted in the
+// expiry's own apply: the clock does not move again. (Answering a parked
+// KeepAlive used to extend the lease once more, so the lock moved up to a
+// hold, a third of the TTL, late.)
+func TestDeadHolderLockMovesTTLAfterItsLastKeepAlive(t *testing.T) {
+	c := cell.Start(t, cell.WithManualClock())
+	mc := c.Manual(t)
+	const ttl = 12 * time.Second
+	lock := c.Path("lock")
+	w := c.Dial(t, client.Config{SessionTTL: 60 * time.Second})
+	v := c.NewRawSession(t, ttl)
+	rawCall(t, v, wire.MOpen, wire.OpenArgs{Path: lock, Create: true}, nil)
+	seqV := rawAcquire(t, v, lock, 0) // wire lock-delay 0: none
+	got := queue(t, c, open(t, w, lock), context.Background())
+
+	for range 3 { // a few renewals, each answered after its hold
+		mc.Advance(time.Second)
+		id := parkKeepAlive(t, v)
+		mc.Advance(ttl/3 + ttl/15)
+		if _, ok := v.Answered(id, wait.Timeout); !ok {
+			t.Fatal("a parked KeepAlive was not answered after its hold")
+		}
+	}
+	last := mc.Now()
+	id := parkKeepAlive(t, v)
+	mc.Advance(ttl/3 + ttl/15)
+	if _, ok := v.Answered(id, wait.Timeout); !ok {
+		t.Fatal("the last KeepAlive was not answered after its hold")
+	}
+	// The holder is dead from here on: it sends nothing more.
+	mc.Advance(last.Add(ttl - time.Millisecond).Sub(mc.Now()))
+	barrier(t, c)
+	notGranted(t, got, "a millisecond before TTL after the last KeepAlive")
+	if !checkSeq(t, w, seqV) {
+		t.Fatal("the holder's sequencer is invalid before its lease ended")
+	}
+	mc.Advance(time.Millisecond)
+	granted(t, got, "TTL after the holder's last KeepAlive")
+	if d := mc.Now().Sub(last); d != ttl {
+		t.Fatalf("granted %v after the last KeepAlive, want exactly %v", d, ttl)
+	}
+}
+
 // TestCloseReleasesWithoutLockDelay: §2.4 applies the lock-delay only when a
 // holder fails; a client that ends its session (Close, like a Release of
 // every lock) frees its locks at once — the waiter is granted without the

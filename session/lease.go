@@ -6,10 +6,13 @@ import (
 	"time"
 )
 
-// Defaults and bounds of DESIGN.md.
+// Defaults and bounds of DESIGN.md. MinTTL is 250 ms since issue 16 (DESIGN.md
+// still says 1 s): a sub-second TTL moves a dead holder's lock sooner, but
+// its session renews twelve times a second and is revoked by any pause of
+// two thirds of its TTL (README, "Choosing a TTL").
 const (
 	DefaultTTL       = 12 * time.Second
-	MinTTL           = 1 * time.Second
+	MinTTL           = 250 * time.Millisecond
 	MaxTTL           = 60 * time.Second
 	DefaultGrace     = 45 * time.Second
 	DefaultLockDelay = 15 * time.Second

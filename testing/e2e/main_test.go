@@ -17,6 +17,7 @@ import (
 // GOMAXPROCS at a time: that keeps the package's wall time near its longest
 // test.
 func TestMain(m *testing.M) {
+	runHolderIfAsked()
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
