@@ -87,7 +87,8 @@ type Stats struct {
 	// Cut: forwarded connections closed by Cut (Refuse or Blackhole).
 	Cut int
 	// BytesUp and BytesDown are the bytes written to the target and back
-	// to the dialers.
+	// to the dialers (a chunk counts from the start of its write, so bytes
+	// an end has received are always counted).
 	BytesUp, BytesDown int64
 }
 
@@ -468,11 +469,14 @@ func (p *pair) pump(src, dst net.Conn, count *atomic.Int64, wg *sync.WaitGroup) 
 			}
 			return
 		}
-		if _, err := dst.Write(c.data); err != nil {
+		// Counted before the write, so a reader that has the bytes sees
+		// them in Stats; what a failed write did not deliver is taken back.
+		count.Add(int64(len(c.data)))
+		if n, err := dst.Write(c.data); err != nil {
+			count.Add(int64(n - len(c.data)))
 			p.shut()
 			return
 		}
-		count.Add(int64(len(c.data)))
 	}
 }
 
