@@ -62,10 +62,11 @@ type loadResult struct {
 	KeepAlives float64
 	// SessionsStart and SessionsEnd are the master's chubby_sessions gauge.
 	SessionsStart, SessionsEnd float64
-	// HostBusy is the fraction of the machine's CPU time (all cores) that
-	// was busy in the window: near 1, the load generator (proxy, workers)
-	// and the master starve each other, and what is measured is the
-	// machine as much as the TTL.
+	// HostBusy is the fraction of the machine's CPU time (all cores, every
+	// process: /proc/stat) that was busy in the window: near 1, the load
+	// generator (proxy, workers), the master and anything else running
+	// starve each other, and what is measured is the machine as much as
+	// the TTL.
 	HostBusy float64
 	// Pauses and Jitter are what was applied: every pause (SIGSTOP to
 	// SIGCONT) and every per-chunk jitter sample drawn in the window.

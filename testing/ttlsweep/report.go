@@ -150,8 +150,8 @@ func printRun(out io.Writer, r runRow) {
 			r.cpuPer1000(), l.IdleCPU, r.keepAlivesPer1000(), l.SessionsStart, l.SessionsEnd, l.Pauses, l.Jitter,
 			100*l.HostBusy)
 		if l.HostBusy > saturated {
-			fmt.Fprintf(out, "\n    WARNING: the machine was %.0f%% busy: the load generator and chubbyd starved each other,"+
-				" so expiries here measure this machine as much as the TTL", 100*l.HostBusy)
+			fmt.Fprintf(out, "\n    WARNING: the machine was %.0f%% busy (this sweep and whatever else runs on it):"+
+				" KeepAlives wait for a CPU, so expiries here measure the machine as much as the TTL", 100*l.HostBusy)
 		}
 	}
 	fmt.Fprintln(out)
