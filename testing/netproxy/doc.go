@@ -14,6 +14,8 @@
 //	                 │                 nothing either way; new ones wait,
 //	                 │                 undialled, until Up
 //	                 │ Delay(d)   every chunk is written d after it was read
+//	                 │ Jitter(f)  ... and a further f() (one sample per
+//	                 │            chunk, never before the chunk ahead of it)
 //	                 └ Close      stop listening, close everything, wait
 //
 // A Link knows nothing of what it carries: it never drops or reorders bytes

@@ -61,7 +61,8 @@ type Link struct {
 	target     string
 	mode       Mode
 	delay      time.Duration
-	changed    chan struct{} // closed and replaced when mode or delay changes, and at Close
+	jitter     func() time.Duration // nil: none
+	changed    chan struct{}        // closed and replaced when mode or delay changes, and at Close
 	pairs      map[*pair]struct{}
 	swallowing map[net.Conn]struct{} // blackholed connections
 	closed     bool
@@ -86,7 +87,8 @@ type Stats struct {
 	// Cut: forwarded connections closed by Cut (Refuse or Blackhole).
 	Cut int
 	// BytesUp and BytesDown are the bytes written to the target and back
-	// to the dialers.
+	// to the dialers (a chunk counts from the start of its write, so bytes
+	// an end has received are always counted).
 	BytesUp, BytesDown int64
 }
 
@@ -208,6 +210,36 @@ func (l *Link) currentDelay() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.delay
+}
+
+// Jitter adds to every chunk read from now on, in both directions, a
+// random delay of its own on top of Delay: sample is called once per chunk
+// (a negative sample counts as 0); nil turns jitter off. sample is called
+// from the reading goroutines of every connection at once, so it must be
+// safe for concurrent use. Chunks keep their order: a chunk is never due
+// before the chunk read before it in the same direction of the same
+// connection, so its due time is
+//
+//	max(previous chunk's due time, read time + delay + sample())
+//
+// and one long sample holds back what follows it, as a lost TCP segment
+// holds back the rest of the stream until its retransmission arrives.
+func (l *Link) Jitter(sample func() time.Duration) {
+	l.mu.Lock()
+	l.jitter = sample
+	l.mu.Unlock()
+}
+
+// chunkDelay is the delay of a chunk read now: the link's delay plus a
+// jitter sample.
+func (l *Link) chunkDelay() time.Duration {
+	l.mu.Lock()
+	d, jitter := l.delay, l.jitter
+	l.mu.Unlock()
+	if jitter != nil {
+		d += max(jitter(), 0)
+	}
+	return d
 }
 
 // Close stops listening, closes every connection and waits until every
@@ -382,18 +414,28 @@ type chunk struct {
 }
 
 // pump copies src to dst: a reader goroutine stamps each chunk with its due
-// time (read time + delay) and queues it; this goroutine writes each chunk
-// once it is due and the link is not stalled.
+// time (read time + delay + jitter, never before the previous chunk's) and
+// queues it; this goroutine writes each chunk once it is due and the link
+// is not stalled.
 func (p *pair) pump(src, dst net.Conn, count *atomic.Int64, wg *sync.WaitGroup) {
 	defer wg.Done()
 	chunks := make(chan chunk, chunkQueue)
 	go func() {
 		defer close(chunks)
+		var last time.Time // the due time of the previous chunk
+		due := func() time.Time {
+			d := time.Now().Add(p.l.chunkDelay())
+			if d.Before(last) {
+				d = last
+			}
+			last = d
+			return d
+		}
 		for {
 			buf := make([]byte, chunkSize)
 			n, err := src.Read(buf)
 			if n > 0 {
-				c := chunk{data: buf[:n], due: time.Now().Add(p.l.currentDelay())}
+				c := chunk{data: buf[:n], due: due()}
 				select {
 				case chunks <- c:
 				case <-p.done:
@@ -403,7 +445,7 @@ func (p *pair) pump(src, dst net.Conn, count *atomic.Int64, wg *sync.WaitGroup) 
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					select {
-					case chunks <- chunk{eof: true, due: time.Now().Add(p.l.currentDelay())}:
+					case chunks <- chunk{eof: true, due: due()}:
 					case <-p.done:
 					}
 				} else {
@@ -427,11 +469,14 @@ func (p *pair) pump(src, dst net.Conn, count *atomic.Int64, wg *sync.WaitGroup) 
 			}
 			return
 		}
-		if _, err := dst.Write(c.data); err != nil {
+		// Counted before the write, so a reader that has the bytes sees
+		// them in Stats; what a failed write did not deliver is taken back.
+		count.Add(int64(len(c.data)))
+		if n, err := dst.Write(c.data); err != nil {
+			count.Add(int64(n - len(c.data)))
 			p.shut()
 			return
 		}
-		count.Add(int64(len(c.data)))
 	}
 }
 

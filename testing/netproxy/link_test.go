@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // TestMain fails the package if a Link leaves a goroutine behind after
@@ -380,5 +382,122 @@ func TestModeString(t *testing.T) {
 		if m.String() != s {
 			t.Errorf("%d: %q", int(m), m.String())
 		}
+	}
+}
+
+// TestJitterKeepsOrder: with a random delay per chunk, a stream of many
+// small writes arrives complete and in order.
+func TestJitterKeepsOrder(t *testing.T) {
+	e := startEcho(t)
+	l := newLink(t, e.addr())
+	var calls atomic.Int64
+	l.Jitter(func() time.Duration {
+		// A fixed pseudo-random sequence of 0–19 ms; safe for concurrent use.
+		return time.Duration(calls.Add(1)*7919%20) * time.Millisecond
+	})
+	c := dial(t, l.Addr())
+	var want bytes.Buffer
+	for i := range 300 {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	go func() {
+		for _, line := range bytes.SplitAfter(want.Bytes(), []byte("\n")) {
+			c.Write(line) // many chunks, each with its own sample
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("the jittered stream was reordered or corrupted")
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("jitter sampled %d times, want one sample per chunk", calls.Load())
+	}
+}
+
+// TestJitterHoldsBackLaterChunks: a chunk whose sample is long delays the
+// chunks read after it, even those whose own sample is 0 (due = max(the
+// previous chunk's due, read time + sample)); jitter adds to Delay; nil
+// turns it off.
+func TestJitterHoldsBackLaterChunks(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type arrival struct {
+		line string
+		at   time.Time
+	}
+	arrivals := make(chan arrival, 10)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			arrivals <- arrival{line, time.Now()}
+		}
+	}()
+	l := newLink(t, ln.Addr().String())
+	const long, delay = 300 * time.Millisecond, 20 * time.Millisecond
+	l.Delay(delay)
+	var n atomic.Int64
+	l.Jitter(func() time.Duration {
+		if n.Add(1) == 1 {
+			return long // the first chunk only
+		}
+		return -time.Second // counts as 0
+	})
+	c := dial(t, l.Addr())
+	sent1 := time.Now()
+	io.WriteString(c, "first\n")
+	// Once the link has read the first line as a chunk of its own (and
+	// sampled its jitter), the second chunk, sampled 0, must still wait
+	// for the first.
+	if !wait.Until(5*time.Second, func() bool { return n.Load() == 1 }) {
+		t.Fatal("the link did not read the first line")
+	}
+	io.WriteString(c, "second\n")
+	next := func() arrival {
+		select {
+		case a := <-arrivals:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatal("no line arrived")
+			return arrival{}
+		}
+	}
+	a1, a2 := next(), next()
+	if a1.line != "first\n" || a2.line != "second\n" {
+		t.Fatalf("lines %q, %q", a1.line, a2.line)
+	}
+	if got := a1.at.Sub(sent1); got < long+delay {
+		t.Fatalf("the first chunk took %v, want at least its sample %v plus the delay %v", got, long, delay)
+	}
+	if got := a2.at.Sub(sent1); got < long+delay {
+		t.Fatalf("the second chunk arrived %v after the first was sent, want it held back at least %v", got, long+delay)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("jitter sampled %d times for two chunks", n.Load())
+	}
+	l.Jitter(nil)
+	l.Delay(0)
+	sent3 := time.Now()
+	io.WriteString(c, "third\n")
+	if a3 := next(); a3.at.Sub(sent3) >= long {
+		t.Fatalf("with jitter off a chunk took %v", a3.at.Sub(sent3))
+	}
+	if n.Load() != 2 {
+		t.Fatalf("jitter sampled after it was turned off")
 	}
 }

@@ -43,32 +43,43 @@ func Build(t testing.TB) Bins {
 }
 
 func buildBinaries() (Bins, error) {
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		return Bins{}, fmt.Errorf("no go command in PATH: %w", err)
-	}
-	root, err := moduleRoot(gocmd)
-	if err != nil {
-		return Bins{}, err
-	}
 	dir, err := os.MkdirTemp("", "chubby-proc-bin-")
 	if err != nil {
 		return Bins{}, err
 	}
 	build.dir = dir
+	if err := BuildCommands(dir, "./cmd/chubbyd", "./cmd/chubbysh"); err != nil {
+		return Bins{}, err
+	}
+	return Bins{Chubbyd: filepath.Join(dir, "chubbyd"), Chubbysh: filepath.Join(dir, "chubbysh")}, nil
+}
+
+// BuildCommands compiles the module's commands pkgs (paths from the module
+// root, such as "./cmd/chubbyd") into dir, with the race detector if
+// RaceBinaries. It is Build for programs that are not tests; the caller
+// owns dir.
+func BuildCommands(dir string, pkgs ...string) error {
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("no go command in PATH: %w", err)
+	}
+	root, err := moduleRoot(gocmd)
+	if err != nil {
+		return err
+	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if RaceBinaries() {
 		args = append(args, "-race")
 	}
-	args = append(args, "./cmd/chubbyd", "./cmd/chubbysh")
+	args = append(args, pkgs...)
 	cmd := exec.Command(gocmd, args...)
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return Bins{}, fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), root, err, out.String())
+		return fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), root, err, out.String())
 	}
-	return Bins{Chubbyd: filepath.Join(dir, "chubbyd"), Chubbysh: filepath.Join(dir, "chubbysh")}, nil
+	return nil
 }
 
 // moduleRoot is the directory of the go.mod of the module under test.

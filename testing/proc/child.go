@@ -41,9 +41,28 @@ type Child struct {
 // read; every call has returned before Wait or Done report the exit.
 func StartChild(t testing.TB, name string, cmd *exec.Cmd, onLine func(line string, at time.Time)) *Child {
 	t.Helper()
-	inW, outR, stderrPath, err := startPiped(t, name, cmd)
+	c, err := StartProcess(name, cmd, t.TempDir(), onLine)
 	if err != nil {
 		t.Fatalf("proc: start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		c.Kill()
+		c.stdin.Close()
+		if t.Failed() {
+			t.Logf("%s (pid %d) stderr, last lines:\n%s", name, c.PID(), tail(c.Stderr(), 30))
+		}
+	})
+	return c
+}
+
+// StartProcess is StartChild for programs that are not tests: the child's
+// stderr goes to a file in stderrDir, and ending it (Kill) is the caller's
+// job, as is removing stderrDir. It still dies with the process that
+// started it.
+func StartProcess(name string, cmd *exec.Cmd, stderrDir string, onLine func(line string, at time.Time)) (*Child, error) {
+	inW, outR, stderrPath, err := startPiped(stderrDir, name, cmd)
+	if err != nil {
+		return nil, err
 	}
 	c := &Child{Name: name, StderrPath: stderrPath, cmd: cmd, stdin: inW, done: make(chan struct{})}
 	read := make(chan struct{})
@@ -69,14 +88,7 @@ func StartChild(t testing.TB, name string, cmd *exec.Cmd, onLine func(line strin
 		c.state = cmd.ProcessState
 		close(c.done)
 	}()
-	t.Cleanup(func() {
-		c.Kill()
-		c.stdin.Close()
-		if t.Failed() {
-			t.Logf("%s (pid %d) stderr, last lines:\n%s", name, c.PID(), tail(c.Stderr(), 30))
-		}
-	})
-	return c
+	return c, nil
 }
 
 // PID is the child's process id.
@@ -89,22 +101,40 @@ func (c *Child) CloseStdin() { c.stdin.Close() }
 // is stopped.
 func (c *Child) Pause(t testing.TB) {
 	t.Helper()
-	if err := syscall.Kill(c.PID(), syscall.SIGSTOP); err != nil {
+	if err := c.Suspend(); err != nil {
 		t.Fatalf("SIGSTOP %s: %v", c.Name, err)
+	}
+}
+
+// Suspend is Pause returning its error: it sends SIGSTOP and waits until
+// every thread of the child is stopped. A child that exited meanwhile is not
+// an error.
+func (c *Child) Suspend() error {
+	if err := syscall.Kill(c.PID(), syscall.SIGSTOP); err != nil {
+		return err
 	}
 	c.paused.Store(true)
 	if err := waitStopped(c.PID(), 5*time.Second); err != nil && !c.Exited() {
-		t.Fatalf("SIGSTOP %s: %v", c.Name, err)
+		return err
 	}
+	return nil
 }
 
 // Resume continues a paused child (SIGCONT).
 func (c *Child) Resume(t testing.TB) {
 	t.Helper()
-	if err := syscall.Kill(c.PID(), syscall.SIGCONT); err != nil && !c.Exited() {
+	if err := c.Continue(); err != nil {
 		t.Fatalf("SIGCONT %s: %v", c.Name, err)
 	}
+}
+
+// Continue is Resume returning its error (none if the child has exited).
+func (c *Child) Continue() error {
+	if err := syscall.Kill(c.PID(), syscall.SIGCONT); err != nil && !c.Exited() {
+		return err
+	}
 	c.paused.Store(false)
+	return nil
 }
 
 // Paused reports whether the child was paused and not resumed since.
@@ -154,8 +184,8 @@ func (c *Child) Stderr() string {
 // is left open. (The tests' own ends of the pipes are closed in the test
 // process, so EOF on stdout means the process and what it started closed
 // theirs.)
-func startPiped(t testing.TB, name string, cmd *exec.Cmd) (stdin, stdout *os.File, stderrPath string, err error) {
-	errFile, err := os.CreateTemp(t.TempDir(), name+"-stderr-")
+func startPiped(dir, name string, cmd *exec.Cmd) (stdin, stdout *os.File, stderrPath string, err error) {
+	errFile, err := os.CreateTemp(dir, name+"-stderr-")
 	if err != nil {
 		return nil, nil, "", err
 	}

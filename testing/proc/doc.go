@@ -32,6 +32,9 @@
 //	                                 binary re-executed as a client worker):
 //	                                 stdout lines to a callback, stdin,
 //	                                 Pause/Resume, Wait, Kill
+//	                                 (StartProcess, Suspend/Continue and
+//	                                 BuildCommands: the same for a program
+//	                                 that is not a test, errors returned)
 //
 // Everything listens on 127.0.0.1. Every process the harness starts runs in
 // its own process group and is killed (the group, by the process's id) in

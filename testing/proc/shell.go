@@ -220,7 +220,7 @@ func StartSh(t testing.TB, cell string, args ...string) *Shell {
 	}
 	cmd := exec.Command(bins.Chubbysh, argv...)
 	started := time.Now()
-	inW, outR, stderrPath, err := startPiped(t, "chubbysh", cmd)
+	inW, outR, stderrPath, err := startPiped(t.TempDir(), "chubbysh", cmd)
 	if err != nil {
 		t.Fatalf("start chubbysh: %v", err)
 	}
