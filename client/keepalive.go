@@ -8,13 +8,18 @@ import (
 	"errors"
 	"time"
 
+	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
 
-// keepAliveLoop renews the lease: a KeepAlive is always parked on the
-// master, which answers it after about a third of the TTL. When no renewal
-// arrives before the local lease ends the session is in jeopardy; the loop
-// keeps reconnecting (with jittered backoff) until the grace period ends.
+// keepAliveLoop renews the lease. A KeepAlive is always parked on the
+// master, which answers it after about a third of the TTL — or at once
+// when the next KeepAlive of the session arrives: the loop sends the next
+// one when the answer comes or when session.RenewInterval has passed since
+// the last send, whichever is first, so at most two are in flight. When no
+// renewal arrives before the local lease ends the session is in jeopardy;
+// the loop keeps reconnecting (with jittered backoff) until the grace
+// period ends.
 func (c *Client) keepAliveLoop() {
 	defer close(c.done)
 	c.mu.Lock()
@@ -26,39 +31,45 @@ func (c *Client) keepAliveLoop() {
 		err    error
 		conn   *rpcConn
 	}
-	results := make(chan result, 1)
-	inflight := false
-	var kaConn *rpcConn // the connection of the KeepAlive in flight
+	results := make(chan result, 2)
+	inflight := 0
+	var kaConn *rpcConn    // the connection of the KeepAlives in flight
+	var nextSend time.Time // when to send another while one is parked
 	// urgent: ask the master to answer at once (fresh connection or
 	// jeopardy) rather than hold the poll for a third of the TTL.
 	urgent := false
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for {
-		if !inflight {
-			c.mu.Lock()
-			conn, epoch := c.conn, c.epoch
-			c.mu.Unlock()
-			if conn == nil {
-				if err := c.connect(ctx); err != nil {
-					c.log.Debug("reconnect failed", "err", err)
-					if !c.sleep(retry.next()) {
-						return
-					}
-					continue
+		c.mu.Lock()
+		conn, epoch := c.conn, c.epoch
+		c.mu.Unlock()
+		if conn == nil && inflight == 0 {
+			if err := c.connect(ctx); err != nil {
+				c.log.Debug("reconnect failed", "err", err)
+				if !c.sleep(retry.next()) {
+					return
 				}
-				urgent = true
 				continue
 			}
-			inflight, kaConn = true, conn
-			sentAt := c.clock.Now()
+			urgent = true
+			continue
+		}
+		now := c.clock.Now()
+		if conn != nil && (inflight == 0 || (inflight == 1 && conn == kaConn && !now.Before(nextSend))) {
+			inflight++
+			kaConn = conn
 			c.mu.Lock()
 			args := wire.KeepAliveArgs{Urgent: urgent || c.lease.State() != SessionSafe, AckInval: c.invalAck.Load()}
+			ttl := c.lease.TTL
 			c.mu.Unlock()
+			c.rngMu.Lock()
+			nextSend = now.Add(session.RenewInterval(ttl, c.rng))
+			c.rngMu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
 				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, args, &rep)
-				results <- result{sentAt, rep, err, conn}
+				results <- result{now, rep, err, conn}
 			}()
 		}
 		c.mu.Lock()
@@ -67,8 +78,11 @@ func (c *Client) keepAliveLoop() {
 			wake = c.lease.GraceEnd()
 		}
 		c.mu.Unlock()
+		if inflight == 1 && conn != nil && conn == kaConn && nextSend.Before(wake) {
+			wake = nextSend // the loop's top sends the next KeepAlive then
+		}
 		if !wake.After(c.clock.Now()) {
-			// The deadline passed while the loop was busy (reconnecting):
+			// A deadline passed while the loop was busy (reconnecting):
 			// act on it now rather than through a timer armed in the past.
 			if c.checkLease() == SessionExpired {
 				return
@@ -79,40 +93,12 @@ func (c *Client) keepAliveLoop() {
 		select {
 		case r := <-results:
 			timer.Stop()
-			inflight = false
+			inflight--
 			switch {
 			case r.err == nil:
 				retry.reset()
 				urgent = false
-				// Invalidations first: the renewed lease below must not
-				// make a dropped entry servable again.
-				if len(r.rep.Invalidations) > 0 {
-					c.cache.Invalidate(r.rep.Invalidations...)
-				}
-				c.invalAck.Store(r.rep.InvalSeq)
-				for _, ev := range r.rep.Events {
-					if ev.Type == wire.EventHandleInvalid {
-						// The node is gone; so is the master's subscription.
-						c.mu.Lock()
-						delete(c.watches, ev.Path)
-						c.mu.Unlock()
-					}
-					c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
-				}
-				if r.rep.Dropped > 0 {
-					c.dropped.Add(r.rep.Dropped)
-					c.log.Warn("the master dropped events for this session: its queue was full", "dropped", r.rep.Dropped)
-				}
-				c.mu.Lock()
-				before := c.lease.Renewed(r.sentAt, time.Duration(r.rep.TTL))
-				c.cache.SetLeaseEnd(c.lease.Expiry())
-				c.mu.Unlock()
-				if before == SessionJeopardy {
-					if !c.cfg.DisableCache {
-						c.cache.Enable()
-					}
-					c.emit(Event{Type: EventSafe})
-				}
+				c.renewed(r.sentAt, r.rep)
 			case errors.Is(r.err, ErrSessionExpired):
 				c.expire()
 				return
@@ -121,6 +107,9 @@ func (c *Client) keepAliveLoop() {
 				c.dropConn(r.conn)
 				if c.checkLease() == SessionExpired {
 					return
+				}
+				if inflight > 0 {
+					continue // the other one fails too, on the dropped connection
 				}
 				if !c.sleep(retry.next()) {
 					return
@@ -131,7 +120,7 @@ func (c *Client) keepAliveLoop() {
 			if st == SessionExpired {
 				return
 			}
-			if st == SessionJeopardy && inflight {
+			if st == SessionJeopardy && inflight > 0 {
 				// No answer for a whole lease, yet the connection is up
 				// (a paused master, or a partition that drops packets):
 				// give it up and look for the master among every server
@@ -142,6 +131,40 @@ func (c *Client) keepAliveLoop() {
 			timer.Stop()
 			return
 		}
+	}
+}
+
+// renewed applies a KeepAlive answer: invalidations, events, then the
+// renewed local lease (from sentAt, when that KeepAlive was sent).
+func (c *Client) renewed(sentAt time.Time, rep wire.KeepAliveReply) {
+	// Invalidations first: the renewed lease below must not make a dropped
+	// entry servable again.
+	if len(rep.Invalidations) > 0 {
+		c.cache.Invalidate(rep.Invalidations...)
+	}
+	c.invalAck.Store(rep.InvalSeq)
+	for _, ev := range rep.Events {
+		if ev.Type == wire.EventHandleInvalid {
+			// The node is gone; so is the master's subscription.
+			c.mu.Lock()
+			delete(c.watches, ev.Path)
+			c.mu.Unlock()
+		}
+		c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
+	}
+	if rep.Dropped > 0 {
+		c.dropped.Add(rep.Dropped)
+		c.log.Warn("the master dropped events for this session: its queue was full", "dropped", rep.Dropped)
+	}
+	c.mu.Lock()
+	before := c.lease.Renewed(sentAt, time.Duration(rep.TTL))
+	c.cache.SetLeaseEnd(c.lease.Expiry())
+	c.mu.Unlock()
+	if before == SessionJeopardy {
+		if !c.cfg.DisableCache {
+			c.cache.Enable()
+		}
+		c.emit(Event{Type: EventSafe})
 	}
 }
 

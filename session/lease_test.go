@@ -194,3 +194,30 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewInterval: the client sends its next KeepAlive within
+// [TTL/3 − 20 %, TTL/3] of the last, so two consecutive sends and the
+// answer to the second fit in the local lease with at least TTL/3 − drift
+// to spare for the round trip.
+func TestRenewInterval(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, ttl := range []time.Duration{MinTTL, time.Second, DefaultTTL, MaxTTL} {
+		third := ttl / 3
+		lo := third - third/5
+		var sum time.Duration
+		const n = 5000
+		for range n {
+			d := RenewInterval(ttl, r)
+			if d < lo || d > third {
+				t.Fatalf("ttl %v: interval %v outside [%v, %v]", ttl, d, lo, third)
+			}
+			sum += d
+		}
+		if mean := sum / n; mean < lo+third/20 || mean > third-third/20 {
+			t.Errorf("ttl %v: mean interval %v is not spread over [%v, %v]", ttl, mean, lo, third)
+		}
+		if spare := ttl - DriftMargin(ttl) - 2*third; spare < ttl/4 {
+			t.Errorf("ttl %v: only %v left for a round trip", ttl, spare)
+		}
+	}
+}

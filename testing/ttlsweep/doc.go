@@ -43,17 +43,20 @@
 // # What is measured
 //
 // (a) kill → grant, lock-delay 0. The master extends a lease to now + TTL
-// both when a KeepAlive arrives and when it answers the parked poll, which
-// it holds for TTL/3 ± 20 %. A SIGKILLed holder leaves its last poll
-// parked, and the master still answers it (into a dead connection) and
-// extends the lease then. So kill → grant is TTL + the rest of that hold +
-// the expiry's own path (lease timer, leadership check, raft commit, grant):
-// late_s (kill → grant − granted TTL) is expected in [0, 0.4 TTL], about
-// TTL/6 on average, plus a few milliseconds. The phase of the kill is
-// uniform in [0, TTL) after the waiter is queued, so over the KeepAlive
-// cycle it is uniform too. late_s uses the granted TTL (ttl_granted_s),
-// which differs from the asked one when the cell clamps it to its bounds
-// (session.MinTTL, session.MaxTTL).
+// when a KeepAlive arrives (never when it answers one), and a client sends
+// a KeepAlive at least every renewal interval (session.RenewInterval, at
+// most a third of the TTL). A SIGKILLed holder's session therefore ends
+// TTL after its last KeepAlive arrived, which was at most an interval
+// before the kill: kill → grant is in [2/3 TTL, TTL] plus the expiry's own
+// path (lease timer, leadership check, raft commit, grant: a few
+// milliseconds). late_s (kill → grant − granted TTL) is expected in
+// [−TTL/3, 0] plus those milliseconds. The phase of the kill is uniform in
+// [0, TTL) after the waiter is queued, so over the KeepAlive cycle it is
+// uniform too. late_s uses the granted TTL (ttl_granted_s), which differs
+// from the asked one when the cell clamps it to its bounds (session.MinTTL,
+// session.MaxTTL). Run against an older chubbyd (-chubbyd), which also
+// extended the lease when it answered a parked KeepAlive, late_s is up to
+// a hold (0.4 TTL) positive.
 //
 // (b) false revocations per session-hour. Nobody is killed in (b), so
 // every session the master expires is a false revocation: the rise of
@@ -68,15 +71,19 @@
 // expiry in its session-hours; a rate of 0 means below that, which the
 // plot draws at half of it.
 //
-// Jeopardy comes long before expiry. A client's local lease runs from the
-// send time of the KeepAlive whose answer renewed it, and that answer
-// arrives a hold (TTL/3 ± 20 %) later; the next answer comes another hold
-// later. So the four chunks of two consecutive round trips share a margin
-// of TTL − two holds − the drift margin (2 % + 10 ms), about TTL/3: with
-// the default jitter that is crossed often at a TTL of 1 s. The master,
-// which extends the lease on every arrival and every answer, expires a
-// session only when one round trip's two chunks (or a pause) take a whole
-// TTL.
+// Jeopardy comes before expiry. A client's local lease runs from the send
+// time of the KeepAlive whose answer renewed it, less a drift margin. The
+// client sends the next KeepAlive a renewal interval (≤ TTL/3) after the
+// last even while that one is parked, and the master answers the parked
+// one when the next arrives; so the answer that renews the lease past a
+// send comes at most two intervals and one round trip after it: the two
+// chunks of that round trip share a margin of about TTL/3 − drift. (Before
+// issue 16 the client waited for each answer, which the master held
+// TTL/3 ± 20 %: two holds and two round trips, four chunks sharing about
+// TTL/5.) The master expires a session only when no KeepAlive of it arrives
+// for a whole TTL: one chunk (or a pause) of about 2/3 TTL. Jeopardies per
+// session-hour are in the points file and panel (b): a session in
+// jeopardy has its locks reported possibly lost.
 //
 // (c) master cost: chubbyd's CPU time (user + system, /proc/PID/stat in
 // USER_HZ = 100 ticks per second) over the window, in CPU-seconds per

@@ -6,7 +6,8 @@ package main
 //	kill → grant (s)        false revocations          master cost per s
 //	                        per session-hour           per 1,000 sessions
 //	 ∙ runs, ● median        ∙ runs, ● median           ● KeepAlives/s
-//	 -- TTL, ·· TTL+TTL/3    ○ none seen (at ½ floor)   ■ CPU ms per s
+//	 -- TTL, ·· 2/3 TTL      ○ none seen (at ½ floor)   ■ CPU ms per s
+//	                         ■ client jeopardies
 //	                         -- detection floor
 
 import (
@@ -208,12 +209,12 @@ func killPanel(rows []runRow, pts []point, ttls []float64) (*plot.Plot, error) {
 	if len(med) == 0 {
 		p.Title.Text += " (not measured)"
 	}
-	ys = append(ys, p.X.Min, p.X.Max*1.4)
+	ys = append(ys, p.X.Min*2/3, p.X.Max)
 	setY(p, ys)
 	if err := addRef(p, "= TTL", 1, []vg.Length{vg.Points(4), vg.Points(3)}); err != nil {
 		return nil, err
 	}
-	if err := addRef(p, "= TTL + longest KeepAlive hold (0.4 TTL)", 1.4, []vg.Length{vg.Points(1), vg.Points(2)}); err != nil {
+	if err := addRef(p, "= TTL − renewal interval (2/3 TTL)", 2.0/3, []vg.Length{vg.Points(1), vg.Points(2)}); err != nil {
 		return nil, err
 	}
 	if err := addRuns(p, runs); err != nil {
@@ -223,7 +224,7 @@ func killPanel(rows []runRow, pts []point, ttls []float64) (*plot.Plot, error) {
 }
 
 func falsePanel(rows []runRow, pts []point, ttls []float64) (*plot.Plot, error) {
-	p := newPanel("(b) false revocations per session-hour (pauses + jitter)", ttls)
+	p := newPanel("(b) false revocations (and jeopardies) per session-hour, pauses + jitter", ttls)
 	// The floor is the rate one expiry in one run would be: the smallest
 	// non-zero rate a run can show. A zero is drawn at half of it.
 	var hours []float64
@@ -264,6 +265,13 @@ func falsePanel(rows []runRow, pts []point, ttls []float64) (*plot.Plot, error) 
 			medZero = append(medZero, xy)
 		}
 	}
+	var jeop plotter.XYs
+	for _, pt := range pts {
+		if pt.JeopardyRate > 0 {
+			jeop = append(jeop, plotter.XY{X: pt.GrantedTTL.Seconds(), Y: pt.JeopardyRate})
+			ys = append(ys, pt.JeopardyRate)
+		}
+	}
 	setY(p, append(ys, floor))
 	fl, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: floor}, {X: p.X.Max, Y: floor}})
 	if err != nil {
@@ -276,6 +284,9 @@ func falsePanel(rows []runRow, pts []point, ttls []float64) (*plot.Plot, error) 
 		return nil, err
 	}
 	if err := addSeries(p, "median", med, colMedian, draw.CircleGlyph{}); err != nil {
+		return nil, err
+	}
+	if err := addSeries(p, "client jeopardies (median)", jeop, colSecond, draw.SquareGlyph{}); err != nil {
 		return nil, err
 	}
 	if len(medZero) > 0 {

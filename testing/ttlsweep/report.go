@@ -25,7 +25,7 @@ const (
 // pointColumns are the columns of ttl-sweep.csv, one row per TTL.
 var pointColumns = []string{"ttl_s", "ttl_granted_s", "kill_to_grant_s_median", "late_s_median",
 	"false_revocations_per_session_hour", "master_cpu_per_1000_sessions", "keepalives_per_s_per_1000_sessions",
-	"sessions", "duration_s", "runs"}
+	"sessions", "duration_s", "runs", "jeopardies_per_session_hour"}
 
 // runColumns are the columns of ttl-sweep-runs.csv, one row per run.
 var runColumns = []string{"ttl_s", "run", "ttl_granted_s", "kill_to_grant_s", "late_s", "kill_to_grant_s_all",
@@ -52,7 +52,7 @@ func writeCSVs(cfg config, rows []runRow) error {
 	for _, p := range aggregate(cfg, rows) {
 		pts = append(pts, []string{secs(p.TTL), secs(p.GrantedTTL), num(p.KillToGrant), num(p.Late),
 			num(p.FalseRate), num(p.CPUPer1000), num(p.KAPer1000), strconv.Itoa(cfg.Sessions), num(p.Window),
-			strconv.Itoa(p.Runs)})
+			strconv.Itoa(p.Runs), num(p.JeopardyRate)})
 	}
 	if err := writeCSV(filepath.Join(cfg.Out, pointsFile), pointColumns, pts); err != nil {
 		return err

@@ -146,6 +146,13 @@ func (r runRow) falseRate() float64 {
 	return float64(r.Load.ServerExpiries) / r.sessionHours()
 }
 
+func (r runRow) jeopardyRate() float64 {
+	if r.Load == nil {
+		return math.NaN()
+	}
+	return float64(r.Load.Jeopardies) / r.sessionHours()
+}
+
 // perThousand scales a per-second quantity of the run to 1,000 sessions.
 func (r runRow) perThousand(total float64) float64 {
 	if r.Load == nil {
@@ -175,6 +182,10 @@ type point struct {
 	TTL, GrantedTTL                  time.Duration
 	KillToGrant, Late                float64
 	FalseRate, CPUPer1000, KAPer1000 float64
+	// JeopardyRate is the median of the runs' client jeopardies per
+	// session-hour: sessions whose local lease ran out before a renewal
+	// came (their locks were reported possibly lost), expired or not.
+	JeopardyRate float64
 	// Expiries is the total count of false revocations over all runs;
 	// SessionHours the total exposure.
 	Expiries       int
@@ -187,7 +198,7 @@ type point struct {
 func aggregate(cfg config, rows []runRow) []point {
 	var pts []point
 	for _, ttl := range cfg.TTLs {
-		var granted, k2g, late, rate, cpu, ka, window []float64
+		var granted, k2g, late, rate, jeop, cpu, ka, window []float64
 		p := point{TTL: ttl}
 		for _, r := range rows {
 			if r.TTL != ttl {
@@ -198,6 +209,7 @@ func aggregate(cfg config, rows []runRow) []point {
 			k2g = append(k2g, r.killToGrant())
 			late = append(late, r.late())
 			rate = append(rate, r.falseRate())
+			jeop = append(jeop, r.jeopardyRate())
 			cpu = append(cpu, r.cpuPer1000())
 			ka = append(ka, r.keepAlivesPer1000())
 			if r.Load != nil {
@@ -213,6 +225,7 @@ func aggregate(cfg config, rows []runRow) []point {
 		p.GrantedTTL = time.Duration(median(granted) * float64(time.Second))
 		p.KillToGrant, p.Late = median(k2g), median(late)
 		p.FalseRate, p.CPUPer1000, p.KAPer1000 = median(rate), median(cpu), median(ka)
+		p.JeopardyRate = median(jeop)
 		p.Window = median(window)
 		pts = append(pts, p)
 	}
