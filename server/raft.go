@@ -140,18 +140,38 @@ func (s *Server) removedServers() map[string]bool {
 }
 
 func (s *Server) stopRaft() {
+	transportClosed := false
 	if s.raft != nil {
-		if err := s.raft.Shutdown().Error(); err != nil {
+		done := make(chan error, 1)
+		go func() { done <- s.raft.Shutdown().Error() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(raftShutdownWait):
+			// raft waits for an RPC to a peer that is shutting down too and
+			// waits, in turn, for an answer from this server's raft, which
+			// has stopped serving: only the transport's 10 s I/O timeout
+			// would end it. Closing the transport ends the RPCs both ways.
+			s.log.Info("raft shutdown is waiting on a peer; closing the raft transport", "after", raftShutdownWait)
+			closeTransport(s.transport)
+			transportClosed = true
+			err = <-done
+		}
+		if err != nil {
 			s.log.Warn("raft shutdown", "err", err)
 		}
 	}
-	if s.transport != nil {
+	if s.transport != nil && !transportClosed {
 		closeTransport(s.transport)
 	}
 	if s.store != nil {
 		s.store.Close()
 	}
 }
+
+// raftShutdownWait is how long raft may take to shut down before the raft
+// transport is closed under it (see stopRaft).
+const raftShutdownWait = time.Second
 
 // transferLeadership hands raft leadership to another voter before a master
 // shuts down, so the cell does not wait out an election timeout.
