@@ -16,8 +16,10 @@
 //
 // A Client is one session. Dial finds the master (any server answers Hello
 // with the master's address), creates the session and starts the KeepAlive
-// loop: one KeepAlive is always parked on the master, which answers it after
-// about a third of the TTL. The local lease starts when a KeepAlive was sent
+// loop: a KeepAlive is always parked on the master, which answers it after
+// about a third of the TTL or as soon as the next one arrives; the loop sends
+// the next when the answer comes or a renewal interval (at most TTL/3) after
+// the last, whichever is first. The local lease starts when a KeepAlive was sent
 // and is shortened by a drift margin, so it ends before the master's. When it
 // ends without a renewal the session is in jeopardy: every held lock's
 // LockLost channel is closed (and RunLocked's context cancelled) and

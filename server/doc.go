@@ -64,8 +64,10 @@
 // # Leases and expiry
 //
 // Leases live only in the master's memory. A KeepAlive extends the session
-// to now+TTL, parks as a long poll (a struct and a runtime timer, no
-// goroutine) and is answered after about TTL/3 with a fresh lease. No
+// to its arrival + TTL, parks as a long poll (a struct and a runtime timer,
+// no goroutine) and is answered after about TTL/3, or at once when the
+// session's next KeepAlive arrives; answering does not extend the lease, so
+// a session ends exactly TTL after its last KeepAlive arrived. No
 // KeepAlive touches raft or disk. When a lease's timer fires, the lease
 // table hands the id out (Expired, TakeExpired) unless the timer fired
 // far too late or the stall monitor saw this process stall since the last

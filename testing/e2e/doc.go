@@ -24,6 +24,8 @@
 //	                                  the old master answers nothing stale, one master
 //	TestCellRestartAll                SIGTERM all three, start all three: nodes, locks, sessions kept
 //	TestCellAddRemove                 a fourth server joins as a voter, remove-server; writes go on
+//	TestKillToGrant                   issue 16: 20 SIGKILLed holders; grant ≤ TTL + lock-delay + 100 ms
+//	                                  after the kill, never before the holder's lease ended
 //	TestCellFailoverTimes             CHUBBY_FAILOVER_RUNS=N: SIGKILL → first write, N runs and median
 //
 // The tests wait on leases and lock-delays, not on CPU, so TestMain lets
