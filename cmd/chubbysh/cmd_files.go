@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/fs"
 )
 
 // The file commands: ls, stat, cat, write, cas, mkdir, create, rm.
@@ -100,31 +103,82 @@ func (sh *shell) seqFlag(a *cmdArgs) ([]client.WriteOption, error) {
 }
 
 func (sh *shell) cmdWrite(a *cmdArgs) error {
-	return sh.writeContents(a, a.pos[1], func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
+	data, err := sh.contents(a, 1, "write PATH DATA|- [-file F] [-seq SEQ]")
+	if err != nil {
+		return err
+	}
+	return sh.writeContents(a, data, func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
 		return sh.cli.WriteFile(ctx, a.pos[0], data, opts...)
 	})
 }
 
 func (sh *shell) cmdCAS(a *cmdArgs) error {
+	const usage = "cas PATH GEN DATA|- [-file F] [-seq SEQ]"
+	if len(a.pos) < 2 {
+		return &usageError{"missing GEN; usage: " + usage}
+	}
 	gen, err := strconv.ParseUint(a.pos[1], 10, 64)
 	if err != nil {
-		return &usageError{fmt.Sprintf("GEN %q is not a content generation; usage: cas PATH GEN DATA [-seq SEQ]", a.pos[1])}
+		return &usageError{fmt.Sprintf("GEN %q is not a content generation; usage: %s", a.pos[1], usage)}
 	}
-	return sh.writeContents(a, a.pos[2], func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
+	data, err := sh.contents(a, 2, usage)
+	if err != nil {
+		return err
+	}
+	return sh.writeContents(a, data, func(ctx context.Context, data []byte, opts []client.WriteOption) (client.Stat, error) {
 		return sh.cli.WriteFileIf(ctx, a.pos[0], data, gen, opts...)
 	})
 }
 
+// contents are what write and cas store: the argument at position i, or
+// with "-" standard input, or with -file the file's bytes, exactly as they
+// are (binary safe). More than fs.MaxContents is refused before anything
+// is sent (exit 1).
+func (sh *shell) contents(a *cmdArgs, i int, usage string) ([]byte, error) {
+	var src io.Reader
+	var name string
+	switch {
+	case a.has("file") && len(a.pos) > i:
+		return nil, &usageError{"give DATA or -file F, not both; usage: " + usage}
+	case a.has("file"):
+		f, err := os.Open(a.flags["file"])
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		src, name = f, a.flags["file"]
+	case len(a.pos) <= i:
+		return nil, &usageError{"missing DATA (or - for stdin, or -file F); usage: " + usage}
+	case a.pos[i] != "-":
+		if len(a.pos[i]) > fs.MaxContents {
+			return nil, fmt.Errorf("%w: %d bytes (limit %d)", client.ErrTooLarge, len(a.pos[i]), fs.MaxContents)
+		}
+		return []byte(a.pos[i]), nil
+	case sh.stdin == nil:
+		return nil, &usageError{"- (contents from stdin) works only as a one-shot command: in a script or the interactive shell stdin carries the commands; use -file F"}
+	default:
+		src, name = sh.stdin, "stdin"
+	}
+	data, err := io.ReadAll(io.LimitReader(src, fs.MaxContents+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > fs.MaxContents {
+		return nil, fmt.Errorf("%w: %s holds more than %d bytes (the limit of a file's contents)", client.ErrTooLarge, name, fs.MaxContents)
+	}
+	return data, nil
+}
+
 // writeContents runs the write of data (write, cas) with -seq's fence and
 // prints the new content generation.
-func (sh *shell) writeContents(a *cmdArgs, data string, write func(context.Context, []byte, []client.WriteOption) (client.Stat, error)) error {
+func (sh *shell) writeContents(a *cmdArgs, data []byte, write func(context.Context, []byte, []client.WriteOption) (client.Stat, error)) error {
 	opts, err := sh.seqFlag(a)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := sh.ctx()
 	defer cancel()
-	st, err := write(ctx, []byte(data), opts)
+	st, err := write(ctx, data, opts)
 	if err != nil {
 		return err
 	}

@@ -24,9 +24,13 @@ type shell struct {
 	oneShot bool
 	// tty: the interactive shell (a current directory, paths resolved,
 	// hints and colour on a terminal).
-	tty     bool
-	stdout  io.Writer
-	stderr  io.Writer
+	tty    bool
+	stdout io.Writer
+	stderr io.Writer
+	// stdin is where `write PATH -` reads contents: the one-shot command's
+	// standard input (nil in script and interactive mode, where stdin
+	// carries the commands).
+	stdin   io.Reader
 	signals chan os.Signal
 	// errPal colours stderr, outPal stdout (both off unless a terminal).
 	errPal, outPal palette
@@ -94,10 +98,10 @@ func init() {
 			example: "stat /ls/local/app/config", min: 1, max: 1, args: path1, cwdDefault: true, run: (*shell).cmdStat},
 		{name: "cat", group: "files", usage: "cat PATH", help: "print a file's contents",
 			example: "cat /ls/local/app/config", min: 1, max: 1, args: path1, run: (*shell).cmdCat},
-		{name: "write", group: "files", usage: "write PATH DATA [-seq SEQ]", help: "set a file's contents, creating it if missing; with -seq only while SEQ is valid",
-			example: "write /ls/local/app/config 'replicas=3'", min: 2, max: 2, args: []argKind{argPath, argOther}, valueFlags: []string{"seq"}, run: (*shell).cmdWrite},
-		{name: "cas", group: "files", usage: "cas PATH GEN DATA [-seq SEQ]", help: "set contents only if the content generation is GEN (0: only if absent)",
-			example: "cas /ls/local/app/config 4 'replicas=5'", min: 3, max: 3, args: []argKind{argPath, argOther, argOther}, valueFlags: []string{"seq"}, run: (*shell).cmdCAS},
+		{name: "write", group: "files", usage: "write PATH DATA|- [-file F] [-seq SEQ]", help: "set a file's contents (-: from stdin; -file F: from a file), creating it if missing; with -seq only while SEQ is valid",
+			example: "write /ls/local/app/config 'replicas=3'", min: 1, max: 2, args: []argKind{argPath, argOther}, valueFlags: []string{"seq", "file"}, run: (*shell).cmdWrite},
+		{name: "cas", group: "files", usage: "cas PATH GEN DATA|- [-file F] [-seq SEQ]", help: "set contents only if the content generation is GEN (0: only if absent)",
+			example: "cas /ls/local/app/config 4 'replicas=5'", min: 2, max: 3, args: []argKind{argPath, argOther, argOther}, valueFlags: []string{"seq", "file"}, run: (*shell).cmdCAS},
 		{name: "mkdir", group: "files", usage: "mkdir PATH", help: "create a directory (its parent must exist)",
 			example: "mkdir /ls/local/app", min: 1, max: 1, args: path1, run: (*shell).cmdMkdir},
 		{name: "create", group: "files", usage: "create PATH [-ephemeral]", help: "create an empty file; fails if it exists",

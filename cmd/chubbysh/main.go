@@ -77,6 +77,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return code
 		}
 		sh.oneShot = true
+		sh.stdin = stdin
 		return sh.exec(words)
 	}
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
