@@ -59,7 +59,7 @@ func TestFilesInAndOut(t *testing.T) {
 	big := random(300 << 10)
 	r := s.ShStdin(t, string(big), "write", f, "-")
 	wantFail(t, r, 1)
-	if !strings.Contains(r.Stderr, "too large") && !strings.Contains(r.Stderr, "too_large") {
+	if !strings.Contains(r.Stderr, "contents too large") {
 		t.Errorf("oversize write: stderr %q does not say the contents are too large", r.Stderr)
 	}
 	bigFile := filepath.Join(t.TempDir(), "big")
