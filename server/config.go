@@ -17,13 +17,16 @@ import (
 
 // Config configures one chubbyd server.
 type Config struct {
-	NodeID          string
-	Cell            string
-	DataDir         string
-	RPCAddr         string
-	RaftAddr        string
-	GossipAddr      string
-	HTTPAddr        string // "" disables the HTTP endpoint
+	NodeID     string
+	Cell       string
+	DataDir    string
+	RPCAddr    string
+	RaftAddr   string
+	GossipAddr string
+	HTTPAddr   string // "" disables the HTTP endpoint
+	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr (off by
+	// default: profiles reveal internals and cost CPU while taken).
+	Pprof           bool
 	Join            []string
 	BootstrapExpect int
 

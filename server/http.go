@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,6 +58,13 @@ func (s *Server) startHTTP() error {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(s.Status())
 	})
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s.raft.State() == raft.Shutdown {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)

@@ -29,6 +29,8 @@ func run(args []string) int {
 	join := fl.String("join", "", "comma-separated gossip addresses of running members")
 	fl.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", cfg.BootstrapExpect, "servers to wait for before the cell bootstraps")
 	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
+	logJSON := fl.Bool("log-json", false, "log one JSON object a line instead of text")
+	fl.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go profiles at /debug/pprof/ on -http-addr")
 	fl.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft log entries between snapshots (log compaction)")
 	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
 	fl.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "client connections served at once; more are refused with resource_exhausted")
@@ -66,7 +68,7 @@ func run(args []string) int {
 			cfg.RaftRoutes[name] = addr
 		}
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr})
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr, JSONFormat: *logJSON})
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return 2

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,6 +59,43 @@ func TestChubbydFlags(t *testing.T) {
 			if r.Code == 0 || !strings.Contains(r.Stderr, tc.says) {
 				t.Errorf("chubbyd %v: want a non-zero exit naming %q\n%s", tc.args, tc.says, r)
 			}
+		}
+	})
+
+	t.Run("log-json and pprof", func(t *testing.T) {
+		s := proc.StartServer(t, proc.Options{LogLevel: "info", ExtraArgs: []string{"-log-json", "-pprof"}})
+		wantOK(t, s.Sh(t, "write", p("logjson"), "x"))
+		n := 0
+		for _, line := range strings.Split(s.Log(), "\n") {
+			if !strings.HasPrefix(line, "{") {
+				continue // the harness's own "=== proc:" lines
+			}
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(line), &obj); err != nil {
+				t.Fatalf("-log-json: a line is not JSON: %q: %v", line, err)
+			}
+			if obj["@message"] == nil || obj["@level"] == nil {
+				t.Fatalf("-log-json: a line without @message/@level: %q", line)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("-log-json: no JSON lines in the log:\n%s", s.Log())
+		}
+		get := func(s *proc.Server, path string) int {
+			resp, err := http.Get("http://" + s.HTTPAddr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if code := get(s, "/debug/pprof/goroutine?debug=1"); code != http.StatusOK {
+			t.Errorf("-pprof: /debug/pprof/goroutine answered %d", code)
+		}
+		plain := proc.StartServer(t, proc.Options{})
+		if code := get(plain, "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+			t.Errorf("without -pprof: /debug/pprof/goroutine answered %d, want 404", code)
 		}
 	})
 
