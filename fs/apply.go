@@ -138,7 +138,17 @@ func (rec *sessionRec) init() {
 }
 
 func (s *State) applyEndSession(c *Command, rec *sessionRec, b *EndSession, r *Result) {
+	// Ephemerals go first, before any lock is handed on — also before the
+	// session's own waits are removed, which can grant shared waiters — so
+	// that no waiter is granted a lock on a node this same apply deletes:
+	// such waits are cancelled with the node instead (removeNode also drops
+	// the node from this session's waits and locks).
 	// Sorted, so that every replica reports the same effects in the same order.
+	for _, p := range sortedKeys(rec.ephemerals) {
+		if n, ok := s.nodes[p]; ok && len(n.children) == 0 {
+			s.removeNode(p, n, c.Now, r)
+		}
+	}
 	for _, p := range sortedKeys(rec.waits) {
 		n := s.nodes[p]
 		kept := n.Waiters[:0]
@@ -154,14 +164,6 @@ func (s *State) applyEndSession(c *Command, rec *sessionRec, b *EndSession, r *R
 			// The removed wait may have been an exclusive head blocking
 			// shared waiters behind shared holders (as in CancelWait).
 			s.grantWaiters(p, n, c.Now, r)
-		}
-	}
-	// Ephemerals go before the locks are handed on, so that no waiter is
-	// granted a lock on a node this same apply deletes: such waits are
-	// cancelled with the node instead.
-	for _, p := range sortedKeys(rec.ephemerals) {
-		if n, ok := s.nodes[p]; ok && len(n.children) == 0 {
-			s.removeNode(p, n, c.Now, r)
 		}
 	}
 	for _, p := range sortedKeys(rec.locks) {

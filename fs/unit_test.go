@@ -500,3 +500,51 @@ func TestDecodeCommandsBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestEndSessionGrantsNothingOnItsEphemerals (found by
+// TestPropertyStateMachine): a session ends while it waits, exclusive, at
+// the head of the queue of its own ephemeral file, which another session
+// holds shared, with a shared waiter behind it. Removing its wait would
+// grant the shared waiter — on a node the same apply deletes. The
+// ephemeral goes first, so the waiter's wait is cancelled instead.
+func TestEndSessionGrantsNothingOnItsEphemerals(t *testing.T) {
+	s := New("local")
+	idx := uint64(0)
+	apply := func(session uint64, b Body) *Result {
+		idx++
+		c := cmdFor(session, b)
+		c.Now = testEpoch
+		return s.Apply(idx, c)
+	}
+	owner := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
+	reader := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
+	waiter := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
+	const f = "/ls/local/eph"
+	for _, r := range []*Result{
+		apply(owner, &Create{Path: f, Ephemeral: true}),
+		apply(reader, &Acquire{Path: f, Mode: Shared}),
+		apply(owner, &Acquire{Path: f, Mode: Exclusive, Wait: true, WaitID: 1}),
+		apply(waiter, &Acquire{Path: f, Mode: Shared, Wait: true, WaitID: 2}),
+	} {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	r := apply(owner, &EndSession{Expired: true})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if len(r.Grants) != 0 {
+		t.Fatalf("ending the owner granted %+v on its ephemeral file, which the same apply deletes", r.Grants)
+	}
+	cancelled := false
+	for _, w := range r.Cancelled {
+		cancelled = cancelled || (w.Session == waiter && w.Path == f)
+	}
+	if !cancelled {
+		t.Fatalf("the shared waiter's wait on the deleted file was not cancelled: %+v", r.Cancelled)
+	}
+	if _, err := s.Stat(f); !errors.Is(err, ErrNoSuchNode) {
+		t.Fatalf("the ephemeral file outlived its session: %v", err)
+	}
+}
