@@ -1,10 +1,11 @@
 package client
 
-// Operator calls: the cell's membership.
+// Operator calls: the cell's membership, backups.
 
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -57,4 +58,37 @@ func (c *Client) RemoveServer(ctx context.Context, name string, opts ...RemoveOp
 		return fmt.Errorf("remove-server %s: %w", name, err)
 	}
 	return nil
+}
+
+// Backup writes a consistent backup of the cell's replicated state to w
+// (the master writes it after confirming its leadership, so it holds every
+// write acknowledged before the call) and returns its size. The file is
+// what `chubbyd restore -from FILE` starts a new cell from: every permanent
+// node with its contents; not the sessions, locks or ephemeral nodes. The
+// master holds the backup for a minute while it is fetched page by page; a
+// failover in between makes Backup fail, and it can simply be called again.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	var args wire.BackupArgs
+	var written int64
+	for {
+		var rep wire.BackupReply
+		if err := c.do(ctx, wire.MBackup, args, &rep, readCall); err != nil {
+			return written, fmt.Errorf("backup: %w", err)
+		}
+		if args.ID != 0 && rep.ID != args.ID || int64(len(rep.Data)) > rep.Total-written {
+			return written, fmt.Errorf("backup: the master answered a page of another backup")
+		}
+		n, err := w.Write(rep.Data)
+		written += int64(n)
+		if err != nil {
+			return written, fmt.Errorf("backup: %w", err)
+		}
+		if written == rep.Total {
+			return written, nil
+		}
+		if len(rep.Data) == 0 {
+			return written, fmt.Errorf("backup: an empty page at %d of %d bytes", written, rep.Total)
+		}
+		args = wire.BackupArgs{ID: rep.ID, Offset: written}
+	}
 }

@@ -122,6 +122,7 @@ func init() {
 		wire.MGetContents:    handle(read, (*Server).getContents),
 		wire.MGetStat:        handle(read, (*Server).getStat),
 		wire.MReadDir:        handle(read, (*Server).readDir),
+		wire.MBackup:         handle(read, (*Server).backup),
 		wire.MSequencer:      handle(read, (*Server).sequencer),
 		wire.MCheckSequencer: handle(callSpec{master: true, read: true}, (*Server).checkSequencer),
 		wire.MOpen: handleChecked(write, argChecks[wire.OpenArgs]{

@@ -72,6 +72,7 @@ type Server struct {
 	waits    *lockWaits
 	delays   *lockDelays
 	stall    *stallMonitor
+	backups  *backups
 	proposer *proposer     // set by startRaft
 	verifier *readVerifier // set by startRaft
 }
@@ -118,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, s.shutdown, cfg.NodeID)
 	s.watches = newWatchTable(s.leases, m.events)
 	s.delays = newLockDelays(cfg.Clock, s.grantDelayed)
+	s.backups = newBackups(cfg.Clock)
 	s.fsm.onApply = s.onApply
 	return s, nil
 }

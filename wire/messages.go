@@ -32,12 +32,13 @@ const (
 	MMembers               // Empty → MembersReply (any server answers)
 	MRemoveServer          // RemoveServerArgs → Empty (master only)
 	MUnwatch               // UnwatchArgs → Empty
+	MBackup                // BackupArgs → BackupReply (master only; a page of a backup file)
 	MethodCount
 )
 
 var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
-	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch"}
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch", "Backup"}
 
 func (m Method) String() string { return enum.Name(methodNames[:], m, "method") }
 
@@ -269,6 +270,25 @@ type Member struct {
 // MembersReply lists the servers of the raft configuration.
 type MembersReply struct {
 	Members []Member `msgpack:"ms"`
+}
+
+// BackupPageBytes is the most a BackupReply carries: a backup (fs
+// WriteBackup) of any size is fetched a page at a time, well under MaxFrame.
+const BackupPageBytes = 512 << 10
+
+// BackupArgs asks for a page of a backup: ID 0 makes the master write a
+// backup of the state as of now (after confirming its leadership) and hold
+// it for a minute; later pages name its ID.
+type BackupArgs struct {
+	ID     uint64 `msgpack:"id,omitempty"`
+	Offset int64  `msgpack:"o,omitempty"`
+}
+
+// BackupReply is a page of the backup ID of Total bytes, from the asked offset.
+type BackupReply struct {
+	ID    uint64 `msgpack:"id"`
+	Total int64  `msgpack:"t"`
+	Data  []byte `msgpack:"d"`
 }
 
 // RemoveServerArgs names a server to remove from the cell for good.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/hashicorp/go-hclog"
 )
@@ -17,6 +19,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:])
+	}
 	cfg := server.DefaultConfig()
 	fl := flag.NewFlagSet("chubbyd", flag.ContinueOnError)
 	fl.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "unique server name")
@@ -90,5 +95,54 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "chubbyd: shutdown: %v\n", err)
 		return 1
 	}
+	return 0
+}
+
+// runRestore is `chubbyd restore`: it prepares an empty data directory from
+// a backup (`chubbysh snapshot save`) so that chubbyd started on it is a
+// cell of one serving the backup's permanent nodes; more servers join it.
+func runRestore(args []string) int {
+	def := server.DefaultConfig()
+	fl := flag.NewFlagSet("chubbyd restore", flag.ContinueOnError)
+	from := fl.String("from", "", "the backup file (chubbysh snapshot save FILE)")
+	dataDir := fl.String("data-dir", "", "an empty data directory to prepare")
+	nodeID := fl.String("node-id", def.NodeID, "the -node-id the restored server will run with")
+	raftAddr := fl.String("raft-addr", def.RaftAddr, "the -raft-addr the restored server will run with")
+	cell := fl.String("cell", "", "refuse a backup of another cell (default: the backup's cell)")
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "usage: chubbyd restore -from FILE -data-dir DIR [-node-id ID] [-raft-addr ADDR] [-cell NAME]\n\n")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *from == "" || *dataDir == "" || fl.NArg() > 0 {
+		fl.Usage()
+		return 2
+	}
+	f, err := os.Open(*from)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd restore: %v\n", err)
+		return 1
+	}
+	st, err := fs.ReadBackup(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd restore: %s: %v\n", *from, err)
+		return 1
+	}
+	if *cell != "" && *cell != st.Cell() {
+		fmt.Fprintf(os.Stderr, "chubbyd restore: %s is a backup of cell %q, not %q\n", *from, st.Cell(), *cell)
+		return 1
+	}
+	if err := server.RestoreDataDir(*dataDir, *nodeID, *raftAddr, st); err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd restore: %v\n", err)
+		return 1
+	}
+	fmt.Printf("restored %d nodes of cell %q into %s; start it with:\n  chubbyd -cell %s -node-id %s -raft-addr %s -data-dir %s\n",
+		st.NodeCount(), st.Cell(), *dataDir, st.Cell(), *nodeID, *raftAddr, *dataDir)
 	return 0
 }

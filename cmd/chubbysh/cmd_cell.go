@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,7 +13,7 @@ import (
 )
 
 // The session and cell commands: session, cache, members, remove-server,
-// sleep.
+// snapshot, sleep.
 
 func (sh *shell) cmdSession(a *cmdArgs) error {
 	si := sh.cli.Session()
@@ -95,5 +97,37 @@ func (sh *shell) cmdCache(a *cmdArgs) error {
 	text := fmt.Sprintf("hits           %d (%s of lookups)\nmisses         %d\nentries        %d (%d bytes)\ninvalidations  %d\n",
 		st.Hits, ratio, st.Misses, st.Entries, st.Bytes, st.Invalidations)
 	sh.out(obj, text)
+	return nil
+}
+
+// cmdSnapshot writes a backup of the cell to FILE: into a temporary file
+// beside it, renamed into place once complete, so FILE is never half a
+// backup.
+func (sh *shell) cmdSnapshot(a *cmdArgs) error {
+	if a.pos[0] != "save" {
+		return &usageError{fmt.Sprintf("unknown snapshot command %q; usage: snapshot save FILE", a.pos[0])}
+	}
+	file := a.pos[1]
+	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".partial-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; left behind on failure otherwise
+	ctx, cancel := sh.ctx()
+	defer cancel()
+	n, err := sh.cli.Backup(ctx, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return err
+	}
+	sh.out(map[string]any{"ok": true, "bytes": n}, fmt.Sprintf("wrote %s (%d bytes)\n", file, n))
 	return nil
 }

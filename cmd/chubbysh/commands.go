@@ -128,6 +128,8 @@ func init() {
 			example: "members", run: (*shell).cmdMembers},
 		{name: "remove-server", group: "session and cell", usage: "remove-server NAME [-force]", help: "remove a server from the cell for good (operator command; -force: even if fewer voters than a quorum of the current configuration remain)",
 			example: "remove-server n3", min: 1, max: 1, boolFlags: []string{"force"}, run: (*shell).cmdRemoveServer},
+		{name: "snapshot", group: "session and cell", usage: "snapshot save FILE", help: "write a consistent backup of the cell's state to FILE (chubbyd restore -from FILE starts a new cell from it)",
+			example: "snapshot save cell.backup", min: 2, max: 2, run: (*shell).cmdSnapshot},
 		{name: "sleep", group: "session and cell", usage: "sleep DUR", help: "wait, keeping the session and its locks alive",
 			example: "sleep 30s", min: 1, max: 1, run: (*shell).cmdSleep},
 		{name: "cd", group: "shell", usage: "cd [DIR]", help: "change the current directory (interactive; DIR alone: /ls/CELL, -: the previous one)",

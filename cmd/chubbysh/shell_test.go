@@ -94,7 +94,7 @@ func TestCompleteWithoutCell(t *testing.T) {
 		want []string
 	}{
 		{"", commandNames()},
-		{"s", []string{"stat ", "seq ", "session ", "sleep "}},
+		{"s", []string{"stat ", "seq ", "session ", "snapshot ", "sleep "}},
 		{"re", []string{"remove-server "}},
 		{"lock /ls/local/l -", []string{"-shared ", "-delay "}},
 		{"lock /ls/local/l -d", []string{"-delay "}},
