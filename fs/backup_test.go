@@ -16,16 +16,7 @@ import (
 func TestBackupRestoresPermanentState(t *testing.T) {
 	s := New("local")
 	idx := uint64(0)
-	apply := func(session uint64, b Body) *Result {
-		idx++
-		c := cmdFor(session, b)
-		c.Now = testEpoch + int64(idx)*int64(time.Millisecond)
-		r := s.Apply(idx, c)
-		if r.Err != nil {
-			t.Fatalf("apply %T: %v", b, r.Err)
-		}
-		return r
-	}
+	apply := func(session uint64, b Body) *Result { return mustApply(t, &s, &idx, session, b) }
 	a := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
 	b := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
 	apply(a, &Create{Path: "/ls/local/app", IsDir: true})

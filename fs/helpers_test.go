@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -26,6 +27,21 @@ func called(session, id, acked uint64, b Body) *Command {
 	c := cmdFor(session, b)
 	c.CallID, c.Acked = id, acked
 	return c
+}
+
+// mustApply applies b for session to *s at the next index (counted in
+// *idx), a millisecond of command clock per index, and fails the test on an
+// error. *s may be replaced between calls (a restored state).
+func mustApply(t *testing.T, s **State, idx *uint64, session uint64, b Body) *Result {
+	t.Helper()
+	*idx++
+	c := cmdFor(session, b)
+	c.Now = testEpoch + int64(*idx)*int64(time.Millisecond)
+	r := (*s).Apply(*idx, c)
+	if r.Err != nil {
+		t.Fatalf("apply %T: %v", b, r.Err)
+	}
+	return r
 }
 
 // testEpoch is the base of the command clock in tests; times are printed as

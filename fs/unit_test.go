@@ -510,30 +510,16 @@ func TestDecodeCommandsBatch(t *testing.T) {
 func TestEndSessionGrantsNothingOnItsEphemerals(t *testing.T) {
 	s := New("local")
 	idx := uint64(0)
-	apply := func(session uint64, b Body) *Result {
-		idx++
-		c := cmdFor(session, b)
-		c.Now = testEpoch
-		return s.Apply(idx, c)
-	}
+	apply := func(session uint64, b Body) *Result { return mustApply(t, &s, &idx, session, b) }
 	owner := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
 	reader := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
 	waiter := apply(0, &CreateSession{TTL: int64(12 * time.Second)}).Session
 	const f = "/ls/local/eph"
-	for _, r := range []*Result{
-		apply(owner, &Create{Path: f, Ephemeral: true}),
-		apply(reader, &Acquire{Path: f, Mode: Shared}),
-		apply(owner, &Acquire{Path: f, Mode: Exclusive, Wait: true, WaitID: 1}),
-		apply(waiter, &Acquire{Path: f, Mode: Shared, Wait: true, WaitID: 2}),
-	} {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	apply(owner, &Create{Path: f, Ephemeral: true})
+	apply(reader, &Acquire{Path: f, Mode: Shared})
+	apply(owner, &Acquire{Path: f, Mode: Exclusive, Wait: true, WaitID: 1})
+	apply(waiter, &Acquire{Path: f, Mode: Shared, Wait: true, WaitID: 2})
 	r := apply(owner, &EndSession{Expired: true})
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
 	if len(r.Grants) != 0 {
 		t.Fatalf("ending the owner granted %+v on its ephemeral file, which the same apply deletes", r.Grants)
 	}
