@@ -90,6 +90,13 @@ func (c *Client) keepAliveLoop() {
 			continue
 		}
 		timer := c.clock.NewTimer(wake.Sub(c.clock.Now()))
+		if !wake.After(c.clock.Now()) {
+			// The clock passed wake while the timer was armed (a test's
+			// ManualClock jumps at any moment): a timer armed for a time
+			// already past would wait for the next move of the clock.
+			timer.Stop()
+			continue
+		}
 		select {
 		case r := <-results:
 			timer.Stop()
@@ -191,6 +198,9 @@ func (c *Client) sleep(d time.Duration) bool {
 	if d > 0 {
 		t := c.clock.NewTimer(d)
 		defer t.Stop()
+		if !deadline.After(c.clock.Now()) {
+			return c.checkLease() != SessionExpired // see keepAliveLoop: past before armed
+		}
 		select {
 		case <-t.C():
 		case <-c.stop:

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,6 +41,7 @@ func TestJSONEveryCommand(t *testing.T) {
 		"cache":         {{"cache"}},
 		"members":       {{"members"}},
 		"remove-server": {{"remove-server", "no-such-server"}},
+		"snapshot":      {{"snapshot", "save", filepath.Join(t.TempDir(), "cell.backup")}, {"snapshot", "save", "/no/such/dir/backup"}, {"snapshot", "load", "x"}},
 		"sleep":         {{"sleep", "1ms"}, {"sleep", "forever"}},
 		"cd":            {{"cd", d}},
 		"pwd":           {{"pwd"}},
