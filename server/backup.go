@@ -6,13 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
@@ -117,15 +115,11 @@ func RestoreDataDir(dataDir, nodeID, raftAddr string, st *fs.State) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db")})
+	store, snaps, err := openRaftStores(dataDir, false, hclog.NewNullLogger())
 	if err != nil {
-		return fmt.Errorf("open raft log in %s: %w", dataDir, err)
+		return err
 	}
 	defer store.Close()
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())
-	if err != nil {
-		return fmt.Errorf("snapshot store in %s: %w", dataDir, err)
-	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		return err

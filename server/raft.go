@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
@@ -34,9 +35,9 @@ func (s *Server) startRaft() error {
 	s.notifyCh = make(chan bool, 16)
 	rc.NotifyCh = s.notifyCh
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(s.cfg.DataDir, "raft.db"), NoSync: s.cfg.NoSync})
+	store, snaps, err := openRaftStores(s.cfg.DataDir, s.cfg.NoSync, rlog)
 	if err != nil {
-		return fmt.Errorf("open raft log in %s: %w", s.cfg.DataDir, err)
+		return err
 	}
 	s.store = store
 	var logStore raft.LogStore = store
@@ -47,11 +48,6 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		store.Close()
 		return err
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, rlog)
-	if err != nil {
-		store.Close()
-		return fmt.Errorf("snapshot store in %s: %w", s.cfg.DataDir, err)
 	}
 	trans := s.cfg.RaftTransport
 	if trans == nil {
@@ -90,6 +86,22 @@ func (s *Server) startRaft() error {
 	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
 	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
 	return nil
+}
+
+// openRaftStores opens a data directory's raft stores: the log and stable
+// store (bbolt, raft.db) and the snapshot store (two snapshots kept). The
+// server and RestoreDataDir share it, so both agree on the layout.
+func openRaftStores(dataDir string, noSync bool, log hclog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"), NoSync: noSync})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open raft log in %s: %w", dataDir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, log)
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("snapshot store in %s: %w", dataDir, err)
+	}
+	return store, snaps, nil
 }
 
 func closeTransport(t raft.Transport) {
