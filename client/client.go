@@ -53,6 +53,9 @@ type Client struct {
 
 	events  chan Event
 	dropped atomic.Uint64
+	subMu   sync.Mutex
+	subs    map[uint64]func(Event) // Subscribe's callbacks
+	subSeq  uint64
 	waitSeq atomic.Uint64
 	stop    chan struct{}
 	done    chan struct{}
@@ -79,6 +82,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		watches:   map[string]uint32{},
 		watchN:    map[string]int{},
 		events:    make(chan Event, cfg.EventBuffer),
+		subs:      map[uint64]func(Event){},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}

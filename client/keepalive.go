@@ -270,6 +270,11 @@ func (c *Client) emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.clock.Now()
 	}
+	c.subMu.Lock()
+	for _, fn := range c.subs {
+		fn(e)
+	}
+	c.subMu.Unlock()
 	select {
 	case c.events <- e:
 	default:

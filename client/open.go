@@ -16,6 +16,8 @@ type OpenOption func(*openOpts)
 type openOpts struct {
 	create, isDir, ephemeral, exclusive bool
 	events                              uint32 // the wire's event mask
+	data                                []byte
+	seq                                 *Sequencer
 }
 
 // Create makes Open create the file if it is missing.
@@ -29,6 +31,17 @@ func Ephemeral() OpenOption { return func(o *openOpts) { o.create, o.ephemeral =
 
 // FailIfExists makes a creating Open fail with ErrExists if the node exists.
 func FailIfExists() OpenOption { return func(o *openOpts) { o.exclusive = true } }
+
+// InitialContents gives the file a creating Open makes these contents, in
+// the same write (at most MaxContents bytes). A file that exists already
+// keeps its own.
+func InitialContents(data []byte) OpenOption {
+	return func(o *openOpts) { o.data = append([]byte{}, data...) }
+}
+
+// CreateFenced makes a creating Open commit only while seq is held, as
+// WithSequencer does for writes: it fails with ErrBadSequencer otherwise.
+func CreateFenced(seq Sequencer) OpenOption { return func(o *openOpts) { o.seq = &seq } }
 
 // WithEvents subscribes the handle to events on its node; they arrive on
 // Client.Events with the node's path (the child's, for child events).
@@ -53,6 +66,12 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		f(&o)
 	}
 	args := wire.OpenArgs{Path: path, Create: o.create, IsDir: o.isDir, Ephemeral: o.ephemeral, Exclusive: o.exclusive, Events: o.events}
+	if (o.data != nil || o.seq != nil) && !o.create {
+		return nil, fmt.Errorf("open %s: %w: InitialContents and CreateFenced need a creating Open", path, ErrBadRequest)
+	}
+	if o.create {
+		args.Data, args.Seq = o.data, o.seq
+	}
 	check := fs.CheckPath
 	if args.Create {
 		check = fs.CheckNewPath // no invisible format characters in new names

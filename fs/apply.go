@@ -198,6 +198,10 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 		r.Err = err
 		return
 	}
+	if err := s.checkFence(b.Seq); err != nil {
+		r.Err = err
+		return
+	}
 	if n, ok := s.nodes[b.Path]; ok {
 		if b.Exclusive {
 			r.Err = errf(ErrExists, "%s", b.Path)

@@ -105,6 +105,9 @@ type Create struct {
 	Ephemeral bool   // deleted when Command.Session ends; files only
 	Exclusive bool   // fail if it exists
 	Data      []byte // a file's initial contents
+	// Seq, if set, fences the create: it fails with ErrBadSequencer unless
+	// this lock is held at this generation when it applies.
+	Seq *Sequencer
 }
 
 // SetContents replaces a file's contents.

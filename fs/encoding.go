@@ -49,7 +49,7 @@ func (c *Command) flatten() *flatCommand {
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
-		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data
+		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data, f.Seq = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data, b.Seq
 	case *SetContents:
 		f.Path, f.Instance, f.Data, f.Create, f.CAS, f.Gen, f.Seq = b.Path, b.Instance, b.Data, b.Create, b.CAS, b.ContentGen, b.Seq
 	case *Delete:
@@ -80,7 +80,7 @@ func (f *flatCommand) command() *Command {
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:
-		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data}
+		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data, Seq: f.Seq}
 	case OpSetContents:
 		b = &SetContents{Path: f.Path, Instance: f.Instance, Data: f.Data, Create: f.Create, CAS: f.CAS, ContentGen: f.Gen, Seq: f.Seq}
 	case OpDelete:

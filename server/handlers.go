@@ -138,6 +138,9 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		}
 	}
 	if !a.Create {
+		if a.Data != nil || a.Seq != nil {
+			return nil, errBadRequest("initial contents and a fencing sequencer are for an Open that creates")
+		}
 		var rep wire.StatReply
 		rep.Cacheable = s.admit(c, a.Cache, a.Path)
 		var err error
@@ -150,7 +153,14 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		}
 		return rep, err
 	}
-	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive}))
+	if len(a.Data) > fs.MaxContents {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", fs.ErrTooLarge, len(a.Data), fs.MaxContents)
+	}
+	if len(a.Data) > 0 && a.IsDir {
+		return nil, errBadRequest("a directory has no contents")
+	}
+	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive,
+		Data: a.Data, Seq: a.Seq}))
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,11 @@ type OpenArgs struct {
 	// Events subscribes the session to these events on the node (mask of
 	// Ev* bits, or'ed with earlier subscriptions).
 	Events uint32 `msgpack:"ev,omitempty"`
+	// Data is the initial contents of a file the Open creates (Chubby's
+	// Open took them too): creating and filling it is one write.
+	Data []byte `msgpack:"d,omitempty"`
+	// Seq fences the create: it commits only if this sequencer is held.
+	Seq *fs.Sequencer `msgpack:"seq,omitempty"`
 }
 
 // UnwatchArgs drops the session's event subscription on a node.
