@@ -139,7 +139,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 			return nil, fmt.Errorf("campaign %s: resigning the lost term: %w", e.dir, err)
 		}
 	}
-	dh, err := e.c.Open(ctx, e.dir, client.CreateDir())
+	dh, err := e.openDir(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
@@ -163,6 +163,19 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	e.term = t
 	e.mu.Unlock()
 	return t, nil
+}
+
+// openDir opens the election's directory, creating it if missing: an Open
+// of an existing node is answered from the cache, a creating one is a
+// write.
+func (e *Election) openDir(ctx context.Context, opts ...client.OpenOption) (*client.Handle, error) {
+	if len(opts) == 0 {
+		h, err := e.c.Open(ctx, e.dir)
+		if err == nil || !errors.Is(err, client.ErrNoSuchNode) {
+			return h, err
+		}
+	}
+	return e.c.Open(ctx, e.dir, append(opts, client.CreateDir())...)
 }
 
 // publish creates the record, fenced by the term's sequencer. A record
@@ -225,12 +238,16 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 	return nil
 }
 
-// Resign ends this Election's term, if any: it deletes the record, then
-// releases the lock, so the next campaigner in line leads at once. If the
-// record cannot be deleted (ctx ended, the cell unreachable) the lock is
-// kept and the error returned: call Resign again, or close the client,
-// which ends the session and with it the record and the lock. Resign
-// without a term returns nil.
+// Resign ends this Election's term, if any: it deletes the record and
+// releases the lock, both at once (the cell commits them together), so the
+// next campaigner in line leads as soon as they commit. Resign without a
+// term returns nil.
+//
+// If the record cannot be deleted (ctx ended, the cell unreachable) Resign
+// returns the error, and the record may outlive the term until the session
+// ends or the next leader replaces it: Leader may name this leader until
+// then, with a sequencer no longer valid. Call Resign again, or close the
+// client.
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	t := e.term
@@ -238,35 +255,42 @@ func (e *Election) Resign(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	if err := t.resign(ctx); err != nil {
-		return fmt.Errorf("resign %s: %w", e.dir, err)
-	}
+	err := t.resign(ctx)
 	e.mu.Lock()
-	if e.term == t {
+	if e.term == t && err == nil { // on error, Resign again retries
 		e.term = nil
 	}
 	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("resign %s: %w", e.dir, err)
+	}
 	return nil
 }
 
-// resign deletes the term's record and releases its lock.
+// resign deletes the term's record and releases its lock, in parallel:
+// the delete needs no fence (the handle names this term's record only), so
+// it commits whichever of the two the master applies first. A next leader
+// whose create meets the record still there deletes it itself (publish).
 func (t *Term) resign(ctx context.Context) error {
 	t.mu.Lock()
 	rec := t.rec
 	t.mu.Unlock()
+	delErr := make(chan error, 1)
 	if rec != nil {
-		err := rec.Delete(ctx, client.WithSequencer(t.seq))
-		if err != nil && !gone(err) && !lockGone(err) {
-			return err
-		}
-		t.mu.Lock()
-		t.rec = nil
-		t.mu.Unlock()
+		go func() { delErr <- rec.Delete(ctx) }()
+	} else {
+		delErr <- nil
 	}
-	err := t.lock.Release(ctx)
-	t.lock.Close()
-	if err != nil && !lockGone(err) {
+	relErr := t.lock.Release(ctx)
+	if err := <-delErr; err != nil && !gone(err) && !lockGone(err) {
 		return err
+	}
+	t.mu.Lock()
+	t.rec = nil
+	t.mu.Unlock()
+	t.lock.Close()
+	if relErr != nil && !lockGone(relErr) {
+		return relErr
 	}
 	return nil
 }
@@ -356,8 +380,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	for {
 		var err error
 		if dh == nil {
-			dh, err = e.c.Open(ctx, e.dir, client.CreateDir(),
-				client.WithEvents(client.EventChildAdded, client.EventChildRemoved, client.EventChildModified))
+			dh, err = e.openDir(ctx, client.WithEvents(client.EventChildAdded, client.EventChildRemoved, client.EventChildModified))
 			if err != nil {
 				dh = nil
 			}
