@@ -135,7 +135,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	e.term = nil
 	e.mu.Unlock()
 	if old != nil {
-		if err := old.resign(ctx); err != nil {
+		if err := old.resign(ctx); err != nil && !errors.Is(err, ErrNotLeader) {
 			return nil, fmt.Errorf("campaign %s: resigning the lost term: %w", e.dir, err)
 		}
 	}
@@ -241,7 +241,10 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 // Resign ends this Election's term, if any: it deletes the record and
 // releases the lock, both at once (the cell commits them together), so the
 // next campaigner in line leads as soon as they commit. Resign without a
-// term returns nil.
+// term returns nil. If the term had ended already on the cell (the session
+// expired, or its lock moved on) Resign says so with an error wrapping
+// ErrNotLeader: whatever the leader did since without a fenced write is
+// suspect.
 //
 // If the record cannot be deleted (ctx ended, the cell unreachable) Resign
 // returns the error, and the record may outlive the term until the session
@@ -257,7 +260,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	}
 	err := t.resign(ctx)
 	e.mu.Lock()
-	if e.term == t && err == nil { // on error, Resign again retries
+	if e.term == t && (err == nil || errors.Is(err, ErrNotLeader)) { // otherwise Resign again retries
 		e.term = nil
 	}
 	e.mu.Unlock()
@@ -289,10 +292,13 @@ func (t *Term) resign(ctx context.Context) error {
 	t.rec = nil
 	t.mu.Unlock()
 	t.lock.Close()
-	if relErr != nil && !lockGone(relErr) {
-		return relErr
+	switch {
+	case relErr == nil:
+		return nil
+	case lockGone(relErr):
+		return fmt.Errorf("%w: the term had ended already: %v", ErrNotLeader, relErr)
 	}
-	return nil
+	return relErr
 }
 
 // lockGone: the lock is no longer this session's, so neither is the record
