@@ -24,8 +24,9 @@ var (
 	ErrNoLeader = errors.New("no leader")
 	// ErrNotLeader: Proclaim without a term that still leads.
 	ErrNotLeader = errors.New("not the leader")
-	// ErrLeading: Campaign while this Election's term still leads.
-	ErrLeading = errors.New("already leading")
+	// ErrLeading: Campaign while this Election's term still leads, or
+	// while another Campaign of it is under way.
+	ErrLeading = errors.New("already leading or campaigning")
 )
 
 // Election is one session's part in the election held on a directory. It
@@ -36,8 +37,9 @@ type Election struct {
 	dir, rec string
 	lockOpts []client.LockOption
 
-	mu   sync.Mutex
-	term *Term // the last term won and not resigned
+	mu          sync.Mutex
+	term        *Term // the last term won and not resigned
+	campaigning bool  // a Campaign is under way
 }
 
 // Option modifies New.
@@ -98,6 +100,9 @@ func (t *Term) Value() []byte {
 // Done is closed the moment leadership may be lost: the session's local
 // lease ran out (jeopardy), the session ended, or the term resigned. The
 // leader must stop acting as leader then; Err says by when at the latest.
+// The term is over for good: if the session comes back from jeopardy, the
+// Election resigns it (record deleted, lock released) so that others can
+// lead; Campaign again to lead again.
 func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Context is a context done when Done is closed; its context.Cause is Err.
@@ -128,12 +133,17 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	}
 	e.mu.Lock()
 	old := e.term
-	if old != nil && old.ctx.Err() == nil {
+	if e.campaigning || (old != nil && old.ctx.Err() == nil) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("campaign %s: %w", e.dir, ErrLeading)
 	}
-	e.term = nil
+	e.term, e.campaigning = nil, true
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.campaigning = false
+		e.mu.Unlock()
+	}()
 	if old != nil {
 		if err := old.resign(ctx); err != nil && !errors.Is(err, ErrNotLeader) {
 			return nil, fmt.Errorf("campaign %s: resigning the lost term: %w", e.dir, err)
@@ -162,7 +172,48 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	e.mu.Lock()
 	e.term = t
 	e.mu.Unlock()
+	context.AfterFunc(t.ctx, func() { e.resignWhenSafe(t) })
 	return t, nil
+}
+
+// resignWhenSafe ends a term lost at jeopardy once the session is safe
+// again: the lock and the record are still the session's, and keeping them
+// would stop anybody else from leading while this session no longer acts
+// as leader.
+func (e *Election) resignWhenSafe(t *Term) {
+	var lost *client.LockLostError
+	if !errors.As(context.Cause(t.ctx), &lost) || lost.Reason != client.LostJeopardy {
+		return
+	}
+	wake := make(chan struct{}, 1)
+	stop := e.c.Subscribe(func(ev client.Event) {
+		if ev.Type == client.EventSafe || ev.Type == client.EventExpired {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer stop()
+	for e.c.State() == client.SessionJeopardy {
+		select {
+		case <-wake:
+		case <-e.c.Done():
+			return
+		}
+	}
+	if e.c.State() != client.SessionSafe {
+		return // expired: the record and the lock went with the session
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := t.resign(ctx); err == nil || errors.Is(err, ErrNotLeader) {
+		e.mu.Lock()
+		if e.term == t {
+			e.term = nil
+		}
+		e.mu.Unlock()
+	}
 }
 
 // openDir opens the election's directory, creating it if missing: an Open

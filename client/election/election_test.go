@@ -111,6 +111,9 @@ func TestOneLeaderInTurn(t *testing.T) {
 	ta := won(t, campaign(a, "A"), "A")
 	rb := campaign(b, "B")
 	notYet(t, rb, "B")
+	if _, err := b.Campaign(ctxT(t), []byte("B twice")); !errors.Is(err, election.ErrLeading) {
+		t.Fatalf("a second Campaign while one waits: %v, want ErrLeading", err)
+	}
 	rc := campaign(cc, "C")
 	notYet(t, rc, "C")
 	expectLeader(t, ch, "A leads", "A", ta.Sequencer())
@@ -237,8 +240,8 @@ func TestLeaderReadFromCache(t *testing.T) {
 // TestTermDoneAtJeopardy: the term's Done closes the moment the leader's
 // local lease runs out — while the master still holds the lock for it, so
 // before anybody else can lead — with a LockLostError whose StopBy lies
-// before the master's lease ends. Back to safe, a new Campaign leads again
-// (the lost term resigned first).
+// before the master's lease ends. Back to safe, the lost term is resigned
+// on its own, and a new Campaign leads again with a newer sequencer.
 func TestTermDoneAtJeopardy(t *testing.T) {
 	const ttl = 12 * time.Second
 	c := cell.Start(t, cell.WithManualClock())
@@ -274,7 +277,8 @@ func TestTermDoneAtJeopardy(t *testing.T) {
 		t.Fatalf("Proclaim after the term was lost: %v, want ErrNotLeader", err)
 	}
 
-	// Safe again: a new Campaign resigns the lost term and leads again.
+	// Safe again: the lost term is resigned on its own (the lock and the
+	// record no longer keep others out), and a new Campaign leads again.
 	n := p.Count(wire.MKeepAlive)
 	p.Heal()
 	for i := 0; p.Count(wire.MKeepAlive) == n; i++ {
@@ -288,8 +292,19 @@ func TestTermDoneAtJeopardy(t *testing.T) {
 		c.Manual(t).Advance(time.Second) // the master answers the parked KeepAlive
 		return cl.State() == client.SessionSafe
 	})
+	obs := election.New(watcher, c.Path("svc"))
+	wait.For(t, 0, "the lost term resigned once safe", func() bool {
+		_, err := obs.Leader(ctxT(t))
+		return errors.Is(err, election.ErrNoLeader)
+	})
+	if ok, err := watcher.CheckSequencer(ctxT(t), term.Sequencer()); err != nil || ok {
+		t.Fatalf("the lost term's lock is still held once safe: %v %v", ok, err)
+	}
 	t2 := won(t, campaign(e, "A2"), "A again")
-	if l, err := election.New(watcher, c.Path("svc")).Leader(ctxT(t)); err != nil || string(l.Value) != "A2" || l.Sequencer != t2.Sequencer() {
+	if l, err := obs.Leader(ctxT(t)); err != nil || string(l.Value) != "A2" || l.Sequencer != t2.Sequencer() {
 		t.Fatalf("Leader after leading again = %q %v, %v", l.Value, l.Sequencer, err)
+	}
+	if t2.Sequencer().Gen <= term.Sequencer().Gen {
+		t.Fatalf("the new term's sequencer %v is not after the lost one's %v", t2.Sequencer(), term.Sequencer())
 	}
 }
