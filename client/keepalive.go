@@ -68,7 +68,7 @@ func (c *Client) keepAliveLoop() {
 			c.rngMu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
-				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, args, &rep)
+				err := conn.call(ctx, wire.MKeepAlive, epoch, c.session(), args, &rep)
 				results <- result{now, rep, err, conn}
 			}()
 		}

@@ -87,6 +87,10 @@ type CreateSession struct {
 	// Nonce makes it idempotent: a retry with the same nonce (the reply
 	// was lost in a failover) gets the same session. 0: none.
 	Nonce uint64
+	// Secret, drawn at random by the master, must come with every call of
+	// the session (wire.Request.Secret): knowing a session's number is not
+	// enough to act on it.
+	Secret []byte
 }
 
 // EndSession ends Command.Session: its waits are cancelled, its ephemeral

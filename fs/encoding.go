@@ -38,6 +38,7 @@ type flatCommand struct {
 	CallID    uint64     `msgpack:"cid,omitempty"`
 	Acked     uint64     `msgpack:"ack,omitempty"`
 	Nonce     uint64     `msgpack:"nc,omitempty"`
+	Secret    []byte     `msgpack:"sk,omitempty"`
 }
 
 // flatten lays c out in the log's key space.
@@ -45,7 +46,7 @@ func (c *Command) flatten() *flatCommand {
 	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked}
 	switch b := c.Body.(type) {
 	case *CreateSession:
-		f.TTL, f.Nonce = b.TTL, b.Nonce
+		f.TTL, f.Nonce, f.Secret = b.TTL, b.Nonce, b.Secret
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
@@ -76,7 +77,7 @@ func (f *flatCommand) command() *Command {
 	case OpNewEpoch:
 		b = &NewEpoch{}
 	case OpCreateSession:
-		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce}
+		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret}
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
@@ -95,6 +96,9 @@ func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
 	return wire.Empty{}, nil
 }
 
+// sessionSecretBytes is the length of a session's secret: 128 random bits.
+const sessionSecretBytes = 16
+
 func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) {
 	if n := s.leases.count(); n >= s.cfg.MaxSessions {
 		s.metrics.rejected.WithLabelValues("sessions").Inc()
@@ -104,7 +108,11 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if a.TTL == 0 {
 		ttl = s.cfg.DefaultTTL
 	}
-	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce}))
+	secret := make([]byte, sessionSecretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret}))
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +120,10 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 		return nil, res.Err
 	}
 	if s.leases.check(res.Session) != nil {
-		s.leases.add(s.clock.Now(), res.Session, ttl)
+		s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret)
 	}
 	s.metrics.created.Inc()
-	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl)}, nil
+	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret}, nil
 }
 
 func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {
