@@ -18,6 +18,7 @@ type openOpts struct {
 	events                              uint32 // the wire's event mask
 	data                                []byte
 	seq                                 *Sequencer
+	noCache                             bool
 }
 
 // Create makes Open create the file if it is missing.
@@ -42,6 +43,13 @@ func InitialContents(data []byte) OpenOption {
 // CreateFenced makes a creating Open commit only while seq is held, as
 // WithSequencer does for writes: it fails with ErrBadSequencer otherwise.
 func CreateFenced(seq Sequencer) OpenOption { return func(o *openOpts) { o.seq = &seq } }
+
+// NoCache makes Open neither answer from nor fill the session's cache: for
+// a node the session opens to lock or to watch but whose stat it does not
+// read. Every lock grant and release changes a node's stat, and the cell
+// invalidates each session's cached copy before it commits one; a session
+// that caches nothing of the node costs those changes nothing.
+func NoCache() OpenOption { return func(o *openOpts) { o.noCache = true } }
 
 // WithEvents subscribes the handle to events on its node; they arrive on
 // Client.Events with the node's path (the child's, for child events).
@@ -80,7 +88,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		return nil, err
 	}
 	h := &Handle{c: c, path: path, events: args.Events}
-	if !args.Create && args.Events == 0 {
+	if !args.Create && args.Events == 0 && !o.noCache {
 		if v, ok := c.cachedStat(path); ok {
 			if v.Absent {
 				return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
@@ -92,7 +100,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 	if args.Create {
 		c.writing(path)
 	} else {
-		args.Cache = true
+		args.Cache = !o.noCache
 	}
 	tok := c.cache.Begin()
 	var rep wire.StatReply

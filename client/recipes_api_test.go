@@ -140,3 +140,35 @@ func TestOpenCreatesWithContentsFenced(t *testing.T) {
 		t.Fatalf("oversize initial contents: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestNoCacheCostsLockChangesNothing: a node opened with NoCache is not
+// cached, so another session's lock grant on it sends this session no
+// invalidation; opened the usual way, it does. IsDir tells a directory.
+func TestNoCacheCostsLockChangesNothing(t *testing.T) {
+	c := cell.Start(t)
+	a := c.Dial(t, client.Config{})
+	b := c.Dial(t, client.Config{})
+	cached, uncached := c.Path("cached"), c.Path("uncached")
+	mustOpen(t, b, cached, client.CreateDir())
+	mustOpen(t, b, uncached, client.CreateDir())
+	if h := mustOpen(t, a, uncached, client.NoCache()); !h.IsDir() {
+		t.Fatal("IsDir false for a directory")
+	}
+	mustOpen(t, a, cached)
+	lockOnce := func(p string) {
+		h := mustOpen(t, b, p)
+		if err := h.Acquire(ctxT(t), client.Exclusive); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := a.CacheStats().Invalidations
+	lockOnce(uncached)
+	if n := a.CacheStats().Invalidations - before; n != 0 {
+		t.Fatalf("a lock grant on a node opened NoCache sent %d invalidations", n)
+	}
+	lockOnce(cached)
+	wait.For(t, 0, "the cached node's invalidation", func() bool { return a.CacheStats().Invalidations > before })
+}

@@ -216,17 +216,26 @@ func (e *Election) resignWhenSafe(t *Term) {
 	}
 }
 
-// openDir opens the election's directory, creating it if missing: an Open
-// of an existing node is answered from the cache, a creating one is a
-// write.
+// openDir opens the election's directory, creating it if missing (an Open
+// of an existing node is a read; a creating one is a write). The session
+// does not cache the directory: every grant and release of its lock
+// changes its stat, and a cached copy in each campaigner and observer would
+// have to be invalidated first. A file there is refused (client.ErrNotDir)
+// before anything is locked.
 func (e *Election) openDir(ctx context.Context, opts ...client.OpenOption) (*client.Handle, error) {
-	if len(opts) == 0 {
-		h, err := e.c.Open(ctx, e.dir)
-		if err == nil || !errors.Is(err, client.ErrNoSuchNode) {
-			return h, err
-		}
+	opts = append(opts, client.NoCache())
+	h, err := e.c.Open(ctx, e.dir, opts...)
+	if errors.Is(err, client.ErrNoSuchNode) {
+		h, err = e.c.Open(ctx, e.dir, append(opts, client.CreateDir())...)
 	}
-	return e.c.Open(ctx, e.dir, append(opts, client.CreateDir())...)
+	if err != nil {
+		return nil, err
+	}
+	if !h.IsDir() {
+		h.Close()
+		return nil, fmt.Errorf("%w: the election %s is a file; an election is a directory", client.ErrNotDir, e.dir)
+	}
+	return h, nil
 }
 
 // publish creates the record, fenced by the term's sequencer. A record
