@@ -400,7 +400,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // the latest leader, not every one in between.
 //
 // An observer costs the master a watch and a cached record: between leader
-// changes, no more than an idle session.
+// changes, no more than an idle session (see the package doc for what a
+// change costs).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	go e.observe(ctx, out)
