@@ -4,4 +4,9 @@
 //	flags ──▶ server.Config (Validate) ──▶ server.New: raft (bbolt log, TCP
 //	transport), memberlist gossip, the RPC listener, /status and /metrics
 //	SIGINT/SIGTERM ──▶ Server.Close (a master hands leadership over first)
+//
+// Subcommands: `chubbyd restore` prepares a data directory from a backup
+// (restore.go); `chubbyd tls ca create`, `chubbyd tls cert create` and
+// `chubbyd keygen` are a built-in CA and gossip key generator for setting
+// up TLS (tls.go, package internal/devca).
 package main

@@ -19,8 +19,15 @@ func main() {
 }
 
 func run(args []string) int {
-	if len(args) > 0 && args[0] == "restore" {
-		return runRestore(args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "restore":
+			return runRestore(args[1:])
+		case "tls":
+			return runTLS(args[1:])
+		case "keygen":
+			return runKeygen(args[1:])
+		}
 	}
 	cfg := server.DefaultConfig()
 	fl := flag.NewFlagSet("chubbyd", flag.ContinueOnError)
