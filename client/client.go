@@ -37,6 +37,7 @@ type Client struct {
 	cell      string
 	id        uint64
 	secret    []byte // the session's, sent with each of its calls
+	principal string // who the cell says the session belongs to
 	lease     *lease
 	held      map[*Handle]struct{}
 	closed    bool
@@ -119,7 +120,7 @@ func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 	if err != nil {
 		return err
 	}
-	c.id, c.secret = rep.Session, rep.Secret
+	c.id, c.secret, c.principal = rep.Session, rep.Secret, rep.Principal
 	c.lease = newLease(sentAt, time.Duration(rep.TTL), c.cfg.Grace)
 	if c.cfg.DisableCache {
 		c.cache.Disable()

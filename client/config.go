@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -20,6 +21,12 @@ type Config struct {
 	// FixedServers: connect only to Servers, never to the servers the cell
 	// advertises (for clients that reach the cell through proxies).
 	FixedServers bool
+	// TLS, for a cell with TLS: the client's certificate (its principal is
+	// the certificate's common name) and RootCAs, the cell's CA. The
+	// server is verified as a server of the cell: its certificate must
+	// carry the role name server.CELL.chubby — of the cell named by
+	// ServerName if it is set, of any cell otherwise. Nil: plain TCP.
+	TLS *tls.Config
 	// SessionTTL is the lease TTL to ask for (0: the cell's default; the
 	// cell clamps it to its bounds).
 	SessionTTL time.Duration

@@ -3,9 +3,12 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +34,7 @@ type rpcConn struct {
 	done    chan struct{}
 }
 
-func dialConn(ctx context.Context, addr string) (*rpcConn, error) {
+func dialConn(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -42,9 +45,53 @@ func dialConn(ctx context.Context, addr string) (*rpcConn, error) {
 		tc.SetKeepAlive(true)
 		tc.SetKeepAlivePeriod(5 * time.Second)
 	}
+	if tlsCfg != nil {
+		tc := tls.Client(nc, serverVerifying(tlsCfg))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls with %s: %w", addr, err)
+		}
+		nc = tc
+	}
 	c := &rpcConn{addr: addr, nc: nc, pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
 	go c.readLoop()
 	return c, nil
+}
+
+// serverVerifying is cfg verifying the server as a cell's server: by its
+// role name, not the address dialled (servers are reached by the
+// addresses the cell advertises). With cfg.ServerName set it is the
+// standard verification of that name.
+func serverVerifying(cfg *tls.Config) *tls.Config {
+	c := cfg.Clone()
+	if c.MinVersion == 0 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.ServerName != "" {
+		return c
+	}
+	roots := c.RootCAs
+	c.InsecureSkipVerify = true // verified below: the chain, then the role
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server sent no certificate")
+		}
+		inter := x509.NewCertPool()
+		for _, ic := range cs.PeerCertificates[1:] {
+			inter.AddCert(ic)
+		}
+		leaf := cs.PeerCertificates[0]
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			return err
+		}
+		for _, n := range leaf.DNSNames {
+			if strings.HasPrefix(n, "server.") && strings.HasSuffix(n, ".chubby") {
+				return nil
+			}
+		}
+		return fmt.Errorf("the certificate of %q is not a chubby server's (no server.CELL.chubby name)", leaf.Subject.CommonName)
+	}
+	return c
 }
 
 func (c *rpcConn) readLoop() {

@@ -46,6 +46,9 @@ type SessionInfo struct {
 	Master   string
 	Epoch    uint64
 	Cell     string
+	// Principal is who the session belongs to: the client certificate's
+	// common name, or "anonymous" on a cell without TLS.
+	Principal string
 }
 
 // Session describes the session now.
@@ -55,5 +58,5 @@ func (c *Client) Session() SessionInfo {
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	return SessionInfo{ID: c.id, TTL: c.lease.TTL, LeaseLeft: c.lease.Remaining(now), LeaseEnd: c.lease.Expiry(), State: c.lease.State(),
-		Master: c.master, Epoch: c.epoch, Cell: c.cell}
+		Master: c.master, Epoch: c.epoch, Cell: c.cell, Principal: c.principal}
 }

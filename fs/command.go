@@ -91,6 +91,9 @@ type CreateSession struct {
 	// the session (wire.Request.Secret): knowing a session's number is not
 	// enough to act on it.
 	Secret []byte
+	// Principal is who created the session (its TLS certificate's common
+	// name, or "anonymous"): only that principal may make its calls.
+	Principal string
 }
 
 // EndSession ends Command.Session: its waits are cancelled, its ephemeral

@@ -39,6 +39,7 @@ type flatCommand struct {
 	Acked     uint64     `msgpack:"ack,omitempty"`
 	Nonce     uint64     `msgpack:"nc,omitempty"`
 	Secret    []byte     `msgpack:"sk,omitempty"`
+	Principal string     `msgpack:"pr,omitempty"`
 }
 
 // flatten lays c out in the log's key space.
@@ -46,7 +47,7 @@ func (c *Command) flatten() *flatCommand {
 	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked}
 	switch b := c.Body.(type) {
 	case *CreateSession:
-		f.TTL, f.Nonce, f.Secret = b.TTL, b.Nonce, b.Secret
+		f.TTL, f.Nonce, f.Secret, f.Principal = b.TTL, b.Nonce, b.Secret, b.Principal
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
@@ -77,7 +78,7 @@ func (f *flatCommand) command() *Command {
 	case OpNewEpoch:
 		b = &NewEpoch{}
 	case OpCreateSession:
-		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret}
+		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret, Principal: f.Principal}
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:

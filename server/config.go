@@ -30,6 +30,18 @@ type Config struct {
 	Join            []string
 	BootstrapExpect int
 
+	// TLS, when set, puts mutual TLS on the client RPC port and the raft
+	// transport (see TLSFiles). Without it the cell is a dev cell: every
+	// caller is AnonymousPrincipal, and it listens only on loopback
+	// addresses unless Insecure.
+	TLS *TLSFiles
+	// Insecure lets a cell without TLS listen on other than loopback
+	// addresses (logged as a warning at every start).
+	Insecure bool
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts gossip
+	// (memberlist); a server without the key is not admitted.
+	GossipKey []byte
+
 	// DefaultTTL is granted to sessions that ask for none.
 	DefaultTTL time.Duration
 	// MaxConns caps the client connections served at once (0:
@@ -173,6 +185,19 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatTimeout != 0 && c.LeaderLeaseTimeout >= c.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("leader lease timeout %v must be shorter than the heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
+	}
+	if c.TLS == nil && !c.Insecure {
+		for _, a := range []struct{ name, v string }{{"rpc-addr", c.RPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr}, {"http-addr", c.HTTPAddr}} {
+			if a.v != "" && !isLoopback(a.v) {
+				errs = append(errs, fmt.Errorf("%s %s is not a loopback address: without TLS (-tls-ca, -tls-cert, -tls-key) anyone who reaches it could act as any client; give TLS, or -insecure to serve it anyway", a.name, a.v))
+			}
+		}
+	}
+	if c.TLS != nil && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
+		errs = append(errs, errors.New("tls: give the CA, the certificate and the key (-tls-ca, -tls-cert, -tls-key) together"))
+	}
+	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		errs = append(errs, fmt.Errorf("gossip key of %d bytes: must be 16, 24 or 32 (chubbyd keygen)", n))
 	}
 	if c.DefaultTTL != 0 && (c.DefaultTTL < session.MinTTL || c.DefaultTTL > session.MaxTTL) {
 		errs = append(errs, fmt.Errorf("default TTL %v: must be within [%v, %v]", c.DefaultTTL, session.MinTTL, session.MaxTTL))

@@ -41,12 +41,16 @@ type conn struct {
 	running   chan struct{} // a value per running call, maxRunning at most
 	queueOnce sync.Once
 
-	nc     net.Conn
-	br     *bufio.Reader
-	wmu    sync.Mutex
-	buf    []byte
-	closed chan struct{}
-	once   sync.Once
+	nc net.Conn
+	// principal is who the connection speaks for: its TLS certificate's
+	// common name, AnonymousPrincipal without TLS. Set by serve before the
+	// first call is read.
+	principal string
+	br        *bufio.Reader
+	wmu       sync.Mutex
+	buf       []byte
+	closed    chan struct{}
+	once      sync.Once
 }
 
 func (c *conn) close() {
@@ -190,6 +194,12 @@ func errorResponse(id uint64, err error) *wire.Response {
 func (c *conn) serve() {
 	defer c.close()
 	defer c.done(c)
+	p, err := principalOf(c.nc)
+	if err != nil {
+		c.log.Debug("TLS handshake refused", "remote", c.nc.RemoteAddr(), "err", err)
+		return
+	}
+	c.principal = p
 	for {
 		// Wait for a frame without a deadline (a client may be idle while
 		// its KeepAlive is parked), then give its body bodyTimeout to

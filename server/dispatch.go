@@ -157,7 +157,7 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
 	run := func(park func()) {
 		var body any
-		err := s.precheck(req, spec)
+		err := s.precheck(c, req, spec)
 		if err == nil {
 			cl := &call{c: c, req: req, park: park}
 			if spec.numbered {
@@ -180,7 +180,7 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 // precheck refuses a call this server may not answer: not the master, a
 // call of another epoch, a session without a lease here, or a read while
 // leadership cannot be confirmed.
-func (s *Server) precheck(req *wire.Request, spec *callSpec) error {
+func (s *Server) precheck(c *conn, req *wire.Request, spec *callSpec) error {
 	if !spec.master {
 		return nil
 	}
@@ -192,7 +192,7 @@ func (s *Server) precheck(req *wire.Request, spec *callSpec) error {
 		return fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
 	}
 	if spec.session {
-		if err := s.leases.checkCaller(req.Session, req.Secret); err != nil {
+		if err := s.leases.checkCaller(req.Session, req.Secret, c.principal); err != nil {
 			return err
 		}
 	}

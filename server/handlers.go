@@ -112,7 +112,7 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret}))
+	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret, Principal: c.c.principal}))
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +120,10 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 		return nil, res.Err
 	}
 	if s.leases.check(res.Session) != nil {
-		s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret)
+		s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret, c.c.principal)
 	}
 	s.metrics.created.Inc()
-	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret}, nil
+	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret, Principal: c.c.principal}, nil
 }
 
 func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {

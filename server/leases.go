@@ -61,6 +61,7 @@ type leaseMetrics struct {
 type lease struct {
 	id      uint64
 	secret  []byte // every call of the session carries it (empty: a session from before secrets)
+	owner   string // the principal that created it (empty: from before principals)
 	ttl     time.Duration
 	expires time.Time
 	timer   session.Timer // fires at expires
@@ -96,7 +97,7 @@ func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 	t.mu.Lock()
 	parked := t.clearLocked()
 	for _, si := range sessions {
-		t.addLocked(now, si.ID, time.Duration(si.TTL), si.Secret)
+		t.addLocked(now, si.ID, time.Duration(si.TTL), si.Secret, si.Principal)
 		t.m[si.ID].unflushed = make(chan struct{})
 		t.nUnflushed++
 	}
@@ -139,15 +140,15 @@ func (t *leaseTable) count() int {
 }
 
 // add grants a new session its first lease.
-func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []byte) {
+func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.addLocked(now, id, ttl, secret)
+	t.addLocked(now, id, ttl, secret, owner)
 	t.metrics.sessions.Set(float64(len(t.m)))
 }
 
-func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte) {
-	l := &lease{id: id, secret: secret, ttl: ttl, expires: now.Add(ttl)}
+func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
+	l := &lease{id: id, secret: secret, owner: owner, ttl: ttl, expires: now.Add(ttl)}
 	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
 	t.m[id] = l
 }
@@ -209,11 +210,11 @@ func (t *leaseTable) check(id uint64) error {
 	return err
 }
 
-// checkCaller is check for a call that names session id with secret: it
-// also refuses (permission_denied) a caller without the session's secret,
-// so that nobody can renew, end or act for another client's session by
-// naming its number.
-func (t *leaseTable) checkCaller(id uint64, secret []byte) error {
+// checkCaller is check for a call that names session id with secret,
+// from principal: it also refuses (permission_denied) a caller without the
+// session's secret, or another principal than the one that created it, so
+// that nobody can renew, end or act for another client's session.
+func (t *leaseTable) checkCaller(id uint64, secret []byte, principal string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, err := t.leaseLocked(id)
@@ -222,6 +223,9 @@ func (t *leaseTable) checkCaller(id uint64, secret []byte) error {
 	}
 	if len(l.secret) > 0 && subtle.ConstantTimeCompare(l.secret, secret) != 1 {
 		return fmt.Errorf("%w: the call names session %d without its secret", fs.ErrPermission, id)
+	}
+	if l.owner != "" && l.owner != principal {
+		return fmt.Errorf("%w: session %d belongs to %s, the call comes from %s", fs.ErrPermission, id, l.owner, principal)
 	}
 	return nil
 }

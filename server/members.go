@@ -144,6 +144,11 @@ func (m *membership) start(existing bool) error {
 	mc.Delegate = &gossipDelegate{m}
 	mc.Events = &gossipEvents{m}
 	mc.LogOutput = m.log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	if len(cfg.GossipKey) > 0 {
+		// Encrypted and authenticated gossip: a server without the key is
+		// not heard (GossipVerifyIncoming and -Outgoing default to true).
+		mc.SecretKey = cfg.GossipKey
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("gossip-addr %s: %w", cfg.GossipAddr, err)

@@ -56,17 +56,28 @@ func (s *Server) startRaft() error {
 			store.Close()
 			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
 		}
-		tcp, err := raft.NewTCPTransportWithConfig(s.cfg.RaftAddr, addr, &raft.NetworkTransportConfig{
+		tcfg := &raft.NetworkTransportConfig{
 			ServerAddressProvider: routes(s.cfg.RaftRoutes, s.cfg.NodeID, addr.String()),
 			Logger:                rlog,
 			MaxPool:               3,
 			Timeout:               10 * time.Second,
-		})
+		}
+		var nt *raft.NetworkTransport
+		if s.tls != nil {
+			var layer *tlsStreamLayer
+			layer, err = newTLSStreamLayer(s.cfg.RaftAddr, addr, s.tls)
+			if err == nil {
+				tcfg.Stream = layer
+				nt = raft.NewNetworkTransportWithConfig(tcfg)
+			}
+		} else {
+			nt, err = raft.NewTCPTransportWithConfig(s.cfg.RaftAddr, addr, tcfg)
+		}
 		if err != nil {
 			store.Close()
 			return fmt.Errorf("raft-addr %s: %w", s.cfg.RaftAddr, err)
 		}
-		trans = tcp
+		trans = nt
 	}
 	s.transport = trans
 	existing, err := raft.HasExistingState(logs, store, snaps)

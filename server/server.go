@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -48,6 +49,7 @@ type Server struct {
 	notifyCh  chan bool
 
 	ln       net.Listener
+	tls      *tlsMaterial // nil: a dev cell without TLS
 	httpSrv  *http.Server
 	httpLn   net.Listener
 	metrics  *metrics
@@ -130,6 +132,16 @@ func (s *Server) Start() error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data-dir %s: %w", s.cfg.DataDir, err)
 	}
+	if s.cfg.TLS != nil {
+		m, err := loadTLS(*s.cfg.TLS, s.cfg.Cell)
+		if err != nil {
+			return err
+		}
+		s.tls = m
+	} else if s.cfg.Insecure {
+		s.log.Warn("serving without TLS (-insecure): anyone who reaches these ports can act as any client and read everything",
+			"rpc", s.cfg.RPCAddr, "raft", s.cfg.RaftAddr)
+	}
 	if err := s.startRaft(); err != nil {
 		return err
 	}
@@ -137,6 +149,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		s.stopRaft()
 		return fmt.Errorf("rpc-addr %s: %w", s.cfg.RPCAddr, err)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.serverConfig(false))
 	}
 	s.ln = ln
 	s.members = newMembership(s.cfg, Peer{ID: s.cfg.NodeID, RPCAddr: s.RPCAddr(), RaftAddr: string(s.transport.LocalAddr())},

@@ -106,6 +106,9 @@ type CreateSessionReply struct {
 	TTL     int64  `msgpack:"ttl"`
 	// Secret must come with every call of the session (Request.Secret).
 	Secret []byte `msgpack:"k,omitempty"`
+	// Principal is who the session belongs to: the client certificate's
+	// common name, or "anonymous" on a cell without TLS.
+	Principal string `msgpack:"pr,omitempty"`
 }
 
 // KeepAliveArgs renews the session lease. Urgent asks the master to answer

@@ -48,6 +48,11 @@ func run(args []string) int {
 	fl.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "client connections served at once; more are refused with resource_exhausted")
 	fl.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "live sessions; CreateSession past it fails with resource_exhausted")
 	fl.Int64Var(&cfg.MaxFrameMemory, "max-frame-memory", cfg.MaxFrameMemory, "bytes of large frames (over 64 KiB) read from all connections at once")
+	tlsCA := fl.String("tls-ca", "", "PEM CA that signs every certificate of the cell (with -tls-cert and -tls-key: mutual TLS on the RPC port and the raft transport)")
+	tlsCert := fl.String("tls-cert", "", "this server's PEM certificate (chubbyd tls cert create -server)")
+	tlsKey := fl.String("tls-key", "", "this server's PEM key")
+	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
+	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -79,6 +84,17 @@ func run(args []string) int {
 			}
 			cfg.RaftRoutes[name] = addr
 		}
+	}
+	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" {
+		cfg.TLS = &server.TLSFiles{CA: *tlsCA, Cert: *tlsCert, Key: *tlsKey}
+	}
+	if *gossipKeyFile != "" {
+		k, err := readGossipKey(*gossipKeyFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chubbyd: -gossip-key-file: %v\n", err)
+			return 2
+		}
+		cfg.GossipKey = k
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr, JSONFormat: *logJSON})
 	if err := cfg.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"net"
@@ -91,6 +92,20 @@ func runKeygen(args []string) int {
 	}
 	fmt.Println(k)
 	return 0
+}
+
+// readGossipKey reads a key file written from `chubbyd keygen`'s output:
+// base64 of 16, 24 or 32 bytes.
+func readGossipKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a base64 key (chubbyd keygen): %v", path, err)
+	}
+	return k, nil
 }
 
 // parse parses a subcommand's flags: ok false with the exit code on -h or

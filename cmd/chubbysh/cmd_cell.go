@@ -25,6 +25,12 @@ func (sh *shell) cmdSession(a *cmdArgs) error {
 	return nil
 }
 
+func (sh *shell) cmdWhoami(a *cmdArgs) error {
+	p := sh.cli.Session().Principal
+	sh.out(map[string]any{"principal": p}, p)
+	return nil
+}
+
 func (sh *shell) cmdSleep(a *cmdArgs) error {
 	d, err := time.ParseDuration(a.pos[0])
 	if err != nil || d < 0 {

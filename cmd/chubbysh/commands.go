@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 // it (by path), and how to print.
 type shell struct {
 	servers []string
+	tls     *tls.Config // nil: plain TCP
 	ttl     time.Duration
 	timeout time.Duration
 	json    bool
@@ -134,6 +136,8 @@ func init() {
 			example: "remove-server n3", min: 1, max: 1, boolFlags: []string{"force"}, run: (*shell).cmdRemoveServer},
 		{name: "snapshot", group: "session and cell", usage: "snapshot save FILE", help: "write a consistent backup of the cell's state to FILE (chubbyd restore -from FILE starts a new cell from it)",
 			example: "snapshot save cell.backup", min: 2, max: 2, run: (*shell).cmdSnapshot},
+		{name: "whoami", group: "session and cell", usage: "whoami", help: "print this session's principal (the TLS certificate's common name; anonymous without TLS)",
+			example: "whoami", run: (*shell).cmdWhoami},
 		{name: "sleep", group: "session and cell", usage: "sleep DUR", help: "wait, keeping the session and its locks alive",
 			example: "sleep 30s", min: 1, max: 1, run: (*shell).cmdSleep},
 		{name: "cd", group: "shell", usage: "cd [DIR]", help: "change the current directory (interactive; DIR alone: /ls/CELL, -: the previous one)",

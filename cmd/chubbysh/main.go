@@ -40,8 +40,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ttl := fl.Duration("ttl", 0, "session TTL to ask for (default: the cell's, 12s)")
 	timeout := fl.Duration("timeout", 10*time.Second, "how long to keep trying to reach the cell when starting a session")
 	jsonOut := fl.Bool("json", false, "print exactly one JSON object per command on stdout")
+	caFile := fl.String("ca", os.Getenv("CHUBBY_CACERT"), "PEM CA of a cell with TLS ($CHUBBY_CACERT)")
+	certFile := fl.String("cert", os.Getenv("CHUBBY_CERT"), "PEM client certificate: its common name is the principal ($CHUBBY_CERT)")
+	keyFile := fl.String("key", os.Getenv("CHUBBY_KEY"), "PEM client key ($CHUBBY_KEY)")
 	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: chubbysh [-cell ADDRS] [-ttl DUR] [-timeout DUR] [-json] [COMMAND ARGS...]\n\n")
+		fmt.Fprintf(stderr, "usage: chubbysh [-cell ADDRS] [-ttl DUR] [-timeout DUR] [-json] [-ca FILE -cert FILE -key FILE] [COMMAND ARGS...]\n\n")
 		fl.PrintDefaults()
 		fmt.Fprintf(stderr, "\n%s", commandSummary(palette{}))
 	}
@@ -64,6 +67,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if len(sh.servers) == 0 {
 		return sh.report("-cell", &usageError{"no server addresses"})
+	}
+	if *caFile != "" || *certFile != "" || *keyFile != "" {
+		tc, err := tlsConfig(*caFile, *certFile, *keyFile)
+		if err != nil {
+			return sh.report("tls", err)
+		}
+		sh.tls = tc
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -138,7 +148,7 @@ func (sh *shell) dial(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sh.timeout)
 	defer cancel()
-	cli, err := client.Dial(ctx, client.Config{Servers: sh.servers, SessionTTL: sh.ttl})
+	cli, err := client.Dial(ctx, client.Config{Servers: sh.servers, SessionTTL: sh.ttl, TLS: sh.tls})
 	if err != nil {
 		return err
 	}

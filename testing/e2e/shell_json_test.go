@@ -51,6 +51,7 @@ func TestJSONEveryCommand(t *testing.T) {
 		"watch":         {{"watch", d, "-for", "100ms"}},
 		"elect":         {{"elect", d + "/el", "v", "--", "true"}, {"elect", d + "/el", "v", "--", "false"}, {"elect", d + "/f", "v", "--", "true"}},
 		"leader":        {{"leader", d + "/el"}, {"leader", d + "/f"}},
+		"whoami":        {{"whoami"}},
 	}
 	obj := s.Sh(t, "-json", "help").JSON(t)
 	names, ok := obj["commands"].([]any)

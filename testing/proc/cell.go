@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ type CellOptions struct {
 	// the first, one on new ports after a bind failure, a restart — so the
 	// flags may name the other servers' ports (-raft-route through proxies).
 	ServerArgs func(s *Server, cell []*Server) []string
+	// ClientTLS and ShEnv: see Options.
+	ClientTLS *tls.Config
+	ShEnv     []string
 }
 
 // Cell is a multi-server cell of chubbyd processes on loopback: n1 is
@@ -90,7 +94,7 @@ func StartCell(t testing.TB, n int, opts CellOptions) *Cell {
 
 func (c *Cell) newMember(t testing.TB, name string, expect int) *Server {
 	t.Helper()
-	opts := Options{NodeID: name, Cell: c.opts.Cell, LogLevel: c.opts.LogLevel, ExtraArgs: c.opts.ExtraArgs}
+	opts := Options{NodeID: name, Cell: c.opts.Cell, LogLevel: c.opts.LogLevel, ExtraArgs: c.opts.ExtraArgs, ClientTLS: c.opts.ClientTLS, ShEnv: c.opts.ShEnv}
 	if expect > 1 {
 		opts.BootstrapExpect = expect
 	}
@@ -289,7 +293,7 @@ func (c *Cell) Views(t testing.TB) []MasterView {
 		v := MasterView{Server: s}
 		v.Status, v.Err = s.statusMasterErr(hc)
 		if v.Err == nil {
-			v.Members, v.Err = Members(s.RPCAddr, 2*time.Second)
+			v.Members, v.Err = s.Members(2 * time.Second)
 		}
 		out = append(out, v)
 	}

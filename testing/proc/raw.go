@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +39,16 @@ var ErrNoReply = errors.New("no reply")
 // DialRaw connects to a server's RPC address.
 func DialRaw(addr string, timeout time.Duration) (*RawConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &RawConn{addr: addr, nc: nc, br: bufio.NewReader(nc), stash: map[uint64]*wire.Response{}}, nil
+}
+
+// DialRawTLS connects to a server's RPC address over TLS with cfg (its
+// handshake done).
+func DialRawTLS(addr string, timeout time.Duration, cfg *tls.Config) (*RawConn, error) {
+	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +148,15 @@ func (r *RawConn) CreateSession(ttl, timeout time.Duration) error {
 	return err
 }
 
+// DialRaw connects to the server's RPC address, over TLS if the server
+// was started with Options.ClientTLS.
+func (s *Server) DialRaw(timeout time.Duration) (*RawConn, error) {
+	if s.opts.ClientTLS != nil {
+		return DialRawTLS(s.RPCAddr, timeout, s.opts.ClientTLS)
+	}
+	return DialRaw(s.RPCAddr, timeout)
+}
+
 // Hello asks the server at addr, and only it, about the cell.
 func Hello(addr string, timeout time.Duration) (wire.HelloReply, error) {
 	r, err := DialRaw(addr, timeout)
@@ -155,6 +175,19 @@ func Members(addr string, timeout time.Duration) ([]wire.Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.members(timeout)
+}
+
+// Members is Members asked of s (over TLS if s has ClientTLS).
+func (s *Server) Members(timeout time.Duration) ([]wire.Member, error) {
+	r, err := s.DialRaw(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return r.members(timeout)
+}
+
+func (r *RawConn) members(timeout time.Duration) ([]wire.Member, error) {
 	defer r.Close()
 	var rep wire.MembersReply
 	if err := r.Call(wire.MMembers, wire.Empty{}, &rep, timeout); err != nil {

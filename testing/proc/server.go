@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,12 @@ type Options struct {
 	Join []string
 	// BootstrapExpect is -bootstrap-expect (0: no flag, chubbyd's default 1).
 	BootstrapExpect int
+	// ClientTLS is how the harness's own raw calls (readiness, the views
+	// of the cell) reach a server started with TLS (nil: plain TCP).
+	ClientTLS *tls.Config
+	// ShEnv is the environment chubbysh needs for the readiness check
+	// (CHUBBY_CACERT, CHUBBY_CERT, CHUBBY_KEY on a TLS cell).
+	ShEnv []string
 }
 
 // Server is one chubbyd process (and its successors after Restart) with a
@@ -269,7 +276,7 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) erro
 	}
 	var r *Result
 	if !pollProc(p, deadline, 50*time.Millisecond, func() bool {
-		r = RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second}, "-timeout", "1s", "-json", "session")
+		r = RunSh(t, s.RPCAddr, ShOptions{Timeout: 10 * time.Second, Env: s.opts.ShEnv}, "-timeout", "1s", "-json", "session")
 		return r.Code == 0
 	}) {
 		if r == nil { // exited before the check could run
@@ -292,7 +299,12 @@ func (s *Server) knowsMaster(hc *http.Client) bool {
 		return false
 	}
 	resp.Body.Close()
-	h, err := Hello(s.RPCAddr, time.Second)
+	r, err := s.DialRaw(time.Second)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	h, err := r.Hello(time.Second)
 	return err == nil && (h.IsMaster || h.Master != "")
 }
 

@@ -1,0 +1,186 @@
+package e2e
+
+// A three-server cell with TLS on every RPC and raft link and encrypted
+// gossip, set up from nothing with chubbyd's own CA (issue 11, slice):
+// clients with a certificate from the cell's CA work and are who their
+// certificate says; no certificate, another CA's, plaintext, a client
+// certificate on the raft port, and another principal naming a session
+// (even with its secret) are refused. Without TLS chubbyd refuses to
+// listen beyond loopback unless -insecure.
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// pki is a CA directory with certificates issued by chubbyd.
+type pki struct{ dir string }
+
+func newPKI(t *testing.T, cell string, servers []string, clients ...string) pki {
+	t.Helper()
+	p := pki{dir: t.TempDir()}
+	mustRun := func(args ...string) {
+		t.Helper()
+		if r := proc.RunChubbyd(t, 15*time.Second, args...); r.Code != 0 {
+			t.Fatalf("chubbyd %s: %s", strings.Join(args, " "), r)
+		}
+	}
+	mustRun("tls", "ca", "create", "-dir", p.dir, "-cell", cell)
+	for _, s := range servers {
+		mustRun("tls", "cert", "create", "-dir", p.dir, "-name", s, "-server")
+	}
+	for _, c := range clients {
+		mustRun("tls", "cert", "create", "-dir", p.dir, "-name", c)
+	}
+	return p
+}
+
+func (p pki) ca() string              { return filepath.Join(p.dir, "ca.pem") }
+func (p pki) cert(name string) string { return filepath.Join(p.dir, name+".pem") }
+func (p pki) key(name string) string  { return filepath.Join(p.dir, name+"-key.pem") }
+
+// shArgs are chubbysh's TLS flags for a client.
+func (p pki) shArgs(name string) []string {
+	return []string{"-ca", p.ca(), "-cert", p.cert(name), "-key", p.key(name)}
+}
+
+func (p pki) tlsConfig(t *testing.T, name, serverName string) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(p.cert(name), p.key(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.ca())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(b)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: serverName}
+}
+
+func TestTLSCell(t *testing.T) {
+	p := newPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "bob")
+	other := newPKI(t, "local", nil, "eve")
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := proc.StartCell(t, 3, proc.CellOptions{
+		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
+		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
+		ExtraArgs: []string{"-gossip-key-file", keyFile, "-log-level", "info"},
+		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
+			return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(s.NodeID), "-tls-key", p.key(s.NodeID)}
+		},
+	})
+	s := c.Servers()[0]
+	sh := func(who string, args ...string) *proc.Result {
+		return s.Sh(t, append(p.shArgs(who), args...)...)
+	}
+
+	// A client of the cell's CA is its certificate's principal, and works.
+	if got := wantOK(t, sh("alice", "whoami")); got != "alice" {
+		t.Fatalf("whoami = %q, want alice", got)
+	}
+	wantOK(t, sh("alice", "write", p0("tls-file"), "over tls"))
+	if got := wantOK(t, sh("bob", "cat", p0("tls-file"))); got != "over tls" {
+		t.Fatalf("cat = %q", got)
+	}
+	seq := parseSeq(t, wantOK(t, sh("alice", "lock", p0("tls-lock"), "--", "sh", "-c", "echo $CHUBBY_SEQUENCER")))
+	if seq.path != p0("tls-lock") {
+		t.Fatalf("sequencer %q", seq.text)
+	}
+	members := wantOK(t, sh("bob", "members"))
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if !strings.Contains(members, n) {
+			t.Fatalf("members (gossip encrypted) lack %s:\n%s", n, members)
+		}
+	}
+
+	// Refused: no certificate, another CA's certificate, plaintext.
+	if r := s.Sh(t, "-timeout", "2s", "whoami"); r.Code == 0 {
+		t.Errorf("a client without TLS was served: %s", r)
+	}
+	if r := s.Sh(t, append(append([]string{"-timeout", "2s"}, other.shArgs("eve")...), "whoami")...); r.Code == 0 {
+		t.Errorf("a client certificate of another CA was served: %s", r)
+	}
+	if _, err := proc.Hello(s.RPCAddr, 2*time.Second); err == nil {
+		t.Errorf("a plaintext Hello on the TLS port was answered")
+	}
+	if r := s.Sh(t, "-ca", p.ca(), "-cert", p.cert("alice"), "whoami"); r.Code != 2 {
+		t.Errorf("-cert without -key: exit %d, want 2: %s", r.Code, r)
+	}
+
+	// A client certificate cannot speak raft: the server refuses it.
+	rc, err := tls.Dial("tcp", s.RaftAddr, p.tlsConfig(t, "alice", "server.local.chubby"))
+	if err == nil {
+		rc.SetDeadline(time.Now().Add(5 * time.Second))
+		rc.Write([]byte{0}) // TLS 1.3: the server's verdict on our certificate comes with the first read
+		_, err = rc.Read(make([]byte, 1))
+		rc.Close()
+	}
+	if err == nil {
+		t.Errorf("the raft port accepted a client certificate")
+	}
+
+	// A session belongs to its principal: bob, with alice's session id
+	// and even her secret, is refused.
+	master := c.Master(t)
+	ra, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, "alice", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	if _, err := ra.Hello(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.CreateSession(10*time.Second, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, "bob", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	if _, err := rb.Hello(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rb.Session, rb.Secret = ra.Session, ra.Secret
+	err = rb.Call(wire.MCloseSession, wire.Empty{}, nil, 5*time.Second)
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "belongs to alice") {
+		t.Fatalf("bob ending alice's session with her secret: %v, want permission_denied naming alice", err)
+	}
+	if err := ra.Call(wire.MGetStat, wire.NodeArgs{Path: p0("tls-file")}, nil, 5*time.Second); err != nil {
+		t.Fatalf("alice's own call after bob's attempt: %v", err)
+	}
+}
+
+func p0(name string) string { return p(name) }
+
+// TestNoTLSStaysOnLoopback: without TLS chubbyd refuses a non-loopback
+// address (exit 2, a message that says what to do); -insecure lets it
+// start, with a warning.
+func TestNoTLSStaysOnLoopback(t *testing.T) {
+	t.Parallel()
+	r := proc.RunChubbyd(t, 15*time.Second, "-node-id", "x", "-data-dir", filepath.Join(t.TempDir(), "d"), "-rpc-addr", "0.0.0.0:0",
+		"-raft-addr", "127.0.0.1:0", "-gossip-addr", "127.0.0.1:0", "-http-addr", "")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "not a loopback address") || !strings.Contains(r.Stderr, "-insecure") {
+		t.Fatalf("chubbyd on 0.0.0.0 without TLS: %s", r)
+	}
+	s := proc.StartServer(t, proc.Options{ExtraArgs: []string{"-insecure"}, LogLevel: "info"})
+	if !strings.Contains(s.Log(), "serving without TLS (-insecure)") {
+		t.Errorf("no warning for -insecure in the log")
+	}
+}
