@@ -98,6 +98,9 @@ func newMetrics() *metrics {
 	for r := range deniedReasons {
 		m.denied.WithLabelValues(r)
 	}
+	for _, l := range []string{"connections", "sessions"} {
+		m.rejected.WithLabelValues(l)
+	}
 	return m
 }
 
