@@ -96,6 +96,9 @@ func (s *State) Locks(now int64, limit int) LockSummary {
 		}
 	}
 	sum.DelayedCount = len(delayed)
+	if limit <= 0 {
+		return sum
+	}
 	sort.Slice(contended, func(i, j int) bool {
 		a, b := len(s.nodes[contended[i]].Waiters), len(s.nodes[contended[j]].Waiters)
 		if a != b {

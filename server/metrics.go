@@ -165,31 +165,44 @@ func summarize(h prometheus.Histogram) histSummary {
 	return s
 }
 
-// lockCollector exports the replicated state's lock counts, read at scrape
-// time with one pass over the nodes (every server has them).
-type lockCollector struct {
-	read                   func() fs.LockSummary
+// stateCollector exports gauges computed at scrape time: the replicated
+// state's lock counts (one pass over the nodes; every server has them) and
+// the master's sessions by lease state (one pass over the leases; 0 on
+// other servers).
+type stateCollector struct {
+	locks                  func() fs.LockSummary
+	leases                 func() leaseStates
 	held, waiters, inDelay *prometheus.Desc
+	byState                *prometheus.Desc
 }
 
-func newLockCollector(read func() fs.LockSummary) *lockCollector {
-	return &lockCollector{read: read,
+func newStateCollector(locks func() fs.LockSummary, leases func() leaseStates) *stateCollector {
+	return &stateCollector{locks: locks, leases: leases,
 		held:    prometheus.NewDesc("chubby_locks_held", "Locks with a holder, by mode.", []string{"mode"}, nil),
 		waiters: prometheus.NewDesc("chubby_lock_waiters", "Blocked Acquires queued on all locks.", nil, nil),
 		inDelay: prometheus.NewDesc("chubby_lock_delays_active", "Free locks inside a lock-delay (their holder's session expired).", nil, nil),
+		byState: prometheus.NewDesc("chubby_sessions_by_state", "Sessions with a lease on this master by state: safe (renewed within 2/3 of its TTL), late (not: its client is likely in jeopardy), unflushed (carried over from an earlier master, not heard from yet), expiring.", []string{"state"}, nil),
 	}
 }
 
-func (c *lockCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.held
 	ch <- c.waiters
 	ch <- c.inDelay
+	ch <- c.byState
 }
 
-func (c *lockCollector) Collect(ch chan<- prometheus.Metric) {
-	sum := c.read()
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	sum := c.locks()
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(sum.Exclusive), "exclusive")
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(sum.Shared), "shared")
 	ch <- prometheus.MustNewConstMetric(c.waiters, prometheus.GaugeValue, float64(sum.Waiters))
 	ch <- prometheus.MustNewConstMetric(c.inDelay, prometheus.GaugeValue, float64(sum.DelayedCount))
+	st := c.leases()
+	for _, s := range []struct {
+		name string
+		n    int
+	}{{"safe", st.Safe}, {"late", st.Late}, {"unflushed", st.Unflushed}, {"expiring", st.Expiring}} {
+		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(s.n), s.name)
+	}
 }

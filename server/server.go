@@ -127,11 +127,11 @@ func New(cfg Config) (*Server, error) {
 	s.delays = newLockDelays(cfg.Clock, s.grantDelayed)
 	s.backups = newBackups(cfg.Clock)
 	s.fsm.onApply = s.onApply
-	m.reg.MustRegister(newLockCollector(func() (sum fs.LockSummary) {
+	m.reg.MustRegister(newStateCollector(func() (sum fs.LockSummary) {
 		now := s.clock.Now().UnixNano()
 		s.fsm.read(func(st *fs.State) { sum = st.Locks(now, 0) })
 		return sum
-	}))
+	}, func() leaseStates { return s.leases.states(s.clock.Now()) }))
 	return s, nil
 }
 
