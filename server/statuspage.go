@@ -308,6 +308,10 @@ type peerStatus struct {
 	err error
 }
 
+// peerClient asks other servers for their /status: a connection per
+// request, so no idle connection (and its goroutines) outlives a page.
+var peerClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // fetchStatuses asks every server in addrs (name → HTTP address) for its
 // /status at once, each within pagePeerTimeout.
 func fetchStatuses(ctx context.Context, addrs map[string]string) map[string]peerStatus {
@@ -335,7 +339,7 @@ func fetchStatus(ctx context.Context, addr string) peerStatus {
 	if err != nil {
 		return peerStatus{err: err}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := peerClient.Do(req)
 	if err != nil {
 		var ue interface{ Unwrap() error }
 		if errors.As(err, &ue) && ue.Unwrap() != nil {
