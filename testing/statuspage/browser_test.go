@@ -15,6 +15,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 func TestMain(m *testing.M) { os.Exit(proc.Main(m)) }
@@ -49,16 +50,27 @@ func findChromium(t *testing.T) string {
 // one tab in it, cancelled (browser stopped) at cleanup.
 func browser(t *testing.T, path string) context.Context {
 	t.Helper()
+	// Not t.TempDir: the browser's helper processes may still write in
+	// their profile for a moment after it stopped, and t.TempDir's removal
+	// would fail the test for it.
+	profile, err := os.MkdirTemp("", "chubby-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // the sandbox refuses to run as root (CI containers)
 		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1000),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		wait.Until(5*time.Second, func() bool { return os.RemoveAll(profile) == nil })
+	})
 	if err := chromedp.Do(ctx); err != nil { // start the browser now
 		t.Fatalf("start %s: %v", path, err)
 	}
