@@ -137,3 +137,39 @@ func TestStatusPageAndLockMetrics(t *testing.T) {
 	// A node that does not exist: the page says so.
 	wantIn(t, "the page of a missing node", get(t, c, c.Path("nope")), fs.ErrNoSuchNode.Error())
 }
+
+// TestStatusPageWritesWaitingOnInvalidation: while a write waits for a
+// silent cacher (it never acknowledges; its lease runs out on the master's
+// manual clock), the page lists it with its path, how long it has waited
+// and for how many sessions, and chubby_writes_waiting_invalidation is 1;
+// once the cacher's lease ends the write goes through, the gauge is 0 and
+// the wait is observed as exactly the cacher's remaining lease.
+func TestStatusPageWritesWaitingOnInvalidation(t *testing.T) {
+	const ttl = 3 * time.Second
+	c := cell.Start(t, cell.WithManualClock(), cell.WithHTTP())
+	mc := c.Manual(t)
+	w := c.Dial(t, client.Config{})
+	f := c.Path("f")
+	if _, err := w.WriteFile(ctxT(t), f, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	silent := c.NewRawSession(t, ttl) // never renews
+	if rep := cacheRead(t, silent, f); !rep.Cacheable {
+		t.Fatal("the silent session's read is not cacheable")
+	}
+	done := asyncWrite(w, f, "v2")
+	wait.For(t, 0, "the write to wait for the silent cacher", func() bool {
+		return metric(t, c, "chubby_writes_waiting_invalidation") == 1
+	})
+	mc.Advance(time.Second)
+	writes := section(get(t, c, "/"), "writes")
+	wantIn(t, "the writes section", writes, `<dd id="writes-waiting">1</dd>`, `<td class="path">`+f, "</td><td>1s</td><td>1</td>")
+
+	mc.Advance(ttl - time.Second)
+	wantReturned(t, done, "the write at the end of the silent cacher's lease")
+	wait.For(t, 0, "no write waiting", func() bool { return metric(t, c, "chubby_writes_waiting_invalidation") == 0 })
+	if n, sum := metric(t, c, "chubby_cache_invalidation_wait_seconds_count"), metric(t, c, "chubby_cache_invalidation_wait_seconds_sum"); n != 1 || sum != ttl.Seconds() {
+		t.Errorf("chubby_cache_invalidation_wait_seconds: count %v sum %v, want one wait of %v", n, sum, ttl)
+	}
+	wantIn(t, "the writes section after the write", section(get(t, c, "/"), "writes"), `<dd id="writes-waiting">0</dd>`)
+}
