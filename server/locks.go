@@ -47,10 +47,14 @@ func newLockWaits(clock session.Clock, observe prometheus.Observer) *lockWaits {
 
 // register records a blocked Acquire before it is proposed (the grant may
 // come in the very apply that queues it). unregister forgets it, unless a
-// later register of the same key replaced it.
+// later register of the same key replaced it. A re-issue of a wait still
+// registered (its client reconnected) keeps the wait's start.
 func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister func()) {
 	b := &blockedAcquire{ch: make(chan waitResult, 1), since: w.clock.Now()}
 	w.mu.Lock()
+	if old, ok := w.m[k]; ok {
+		b.since = old.since
+	}
 	w.m[k] = b
 	w.mu.Unlock()
 	return b.ch, func() {
