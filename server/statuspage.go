@@ -275,7 +275,16 @@ func (s *Server) lockRow(now time.Time, li fs.LockInfo, leases map[uint64]leaseV
 	for _, h := range li.Holders {
 		txt := fmt.Sprintf("session %d", h.Session)
 		if l, ok := leases[h.Session]; ok {
-			txt += fmt.Sprintf(" (lease left %s)", fmtDur(l.Expires.Sub(now)))
+			switch {
+			case l.Ending:
+				txt += " (lease over, expiring)"
+			case l.Unflushed:
+				txt += fmt.Sprintf(" (lease left %s, not heard from since the failover)", fmtDur(l.Expires.Sub(now)))
+			case now.Sub(l.Renewed) > 2*l.TTL/3:
+				txt += fmt.Sprintf(" (lease left %s, late: last KeepAlive %s ago)", fmtDur(l.Expires.Sub(now)), fmtDur(now.Sub(l.Renewed)))
+			default:
+				txt += fmt.Sprintf(" (lease left %s)", fmtDur(l.Expires.Sub(now)))
+			}
 		}
 		row.Holders = append(row.Holders, txt)
 	}

@@ -90,8 +90,18 @@ func TestStatusPageAndLockMetrics(t *testing.T) {
 		t.Errorf(`chubby_locks_held{mode="exclusive"} = %v, want 1`, n)
 	}
 
+	// Two thirds of the holder's TTL without a KeepAlive: late (its client
+	// is likely in jeopardy), as the page and chubby_sessions_by_state say.
+	mc.Advance(7 * time.Second)
+	page = get(t, c, "/")
+	wantIn(t, "the contended locks", section(page, "contended"), fmt.Sprintf("session %d (lease left 3s, late: last KeepAlive 9s ago)", v.Session))
+	wantIn(t, "the sessions", section(page, "sessions"), `<dd id="sessions-late">1</dd>`, `<dd id="sessions-safe">2</dd>`)
+	if n := metric(t, c, `chubby_sessions_by_state{state="late"}`); n != 1 {
+		t.Errorf(`chubby_sessions_by_state{state="late"} = %v, want 1`, n)
+	}
+
 	// The holder's lease ends: expiry, lock-delay.
-	mc.Advance(ttl - 2*time.Second)
+	mc.Advance(ttl - 9*time.Second)
 	wait.For(t, 0, "the silent session to expire", func() bool { return c.Status().Sessions == 2 })
 	barrier(t, c)
 	page = get(t, c, "/")
