@@ -173,17 +173,29 @@ func TestBackupRestoreCell(t *testing.T) {
 	for _, s := range others {
 		s.Start(t) // empty data dir, -join the first: added by its master
 	}
-	// Every server is a voter of the new cell, and one master leads it.
-	master, members := members(t, c)
-	if len(members) != 3 {
-		t.Fatalf("restored cell: members %v, want n1, n2 and n3", members)
-	}
-	for name, m := range members {
-		if !boolean(t, m, "voter") || str(t, m, "state") != "alive" {
-			t.Errorf("restored cell: member %s is %v, want an alive voter", name, m)
+	// Every server is an alive voter of the new cell, and one master leads
+	// it (gossip may take a moment to tell every server of the others).
+	var last string
+	wait.For(t, 0, "n1, n2 and n3 alive voters of the restored cell", wait.Every(200*time.Millisecond, func() bool {
+		r := c.Sh(t, "-json", "members")
+		if r.Code != 0 {
+			last = r.String()
+			return false
 		}
-	}
-	t.Logf("restored cell: master %s", master)
+		obj := r.JSON(t)
+		last = fmt.Sprint(obj)
+		list, _ := obj["members"].([]any)
+		masters, ok := 0, len(list) == 3
+		for _, e := range list {
+			m, _ := e.(map[string]any)
+			ok = ok && m["voter"] == true && m["state"] == "alive"
+			if m["master"] == true {
+				masters++
+			}
+		}
+		return ok && masters == 1
+	}))
+	t.Logf("restored cell: %s", last)
 
 	// The ephemeral file is not restored: its session is gone.
 	want := maps.Clone(before)
