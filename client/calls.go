@@ -72,7 +72,7 @@ func (c *Client) do(ctx context.Context, m wire.Method, args, reply any, numbere
 		if numbered {
 			acked = c.acked()
 		}
-		err = conn.callNumbered(ctx, m, epoch, c.id, callID, acked, args, reply)
+		err = conn.callNumbered(ctx, m, epoch, c.session(), callID, acked, args, reply)
 		unavailable := errors.Is(err, ErrUnavailable) // e.g. the master shutting down mid-apply
 		if err == nil || !(retryable(err) || unavailable) {
 			if errors.Is(err, ErrSessionExpired) {

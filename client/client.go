@@ -36,6 +36,7 @@ type Client struct {
 	epoch     uint64
 	cell      string
 	id        uint64
+	secret    []byte // the session's, sent with each of its calls
 	lease     *lease
 	held      map[*Handle]struct{}
 	closed    bool
@@ -53,6 +54,9 @@ type Client struct {
 
 	events  chan Event
 	dropped atomic.Uint64
+	subMu   sync.Mutex
+	subs    map[uint64]func(Event) // Subscribe's callbacks
+	subSeq  uint64
 	waitSeq atomic.Uint64
 	stop    chan struct{}
 	done    chan struct{}
@@ -79,6 +83,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		watches:   map[string]uint32{},
 		watchN:    map[string]int{},
 		events:    make(chan Event, cfg.EventBuffer),
+		subs:      map[uint64]func(Event){},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -110,11 +115,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 	var rep wire.CreateSessionReply
 	sentAt := c.clock.Now()
-	err := c.conn.call(ctx, wire.MCreateSession, c.epoch, 0, wire.CreateSessionArgs{TTL: int64(c.cfg.SessionTTL), Nonce: nonce}, &rep)
+	err := c.conn.call(ctx, wire.MCreateSession, c.epoch, sessionRef{}, wire.CreateSessionArgs{TTL: int64(c.cfg.SessionTTL), Nonce: nonce}, &rep)
 	if err != nil {
 		return err
 	}
-	c.id = rep.Session
+	c.id, c.secret = rep.Session, rep.Secret
 	c.lease = newLease(sentAt, time.Duration(rep.TTL), c.cfg.Grace)
 	if c.cfg.DisableCache {
 		c.cache.Disable()
@@ -122,6 +127,9 @@ func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 	c.cache.SetLeaseEnd(c.lease.Expiry())
 	return nil
 }
+
+// session names this client's session in its calls.
+func (c *Client) session() sessionRef { return sessionRef{id: c.id, secret: c.secret} }
 
 // newRand seeds the jitter of the client's backoff.
 func newRand() *rand.Rand {

@@ -94,12 +94,18 @@ func (c *rpcConn) fail(err error) {
 func (c *rpcConn) close() { c.fail(errors.New("connection closed by client")) }
 
 // call sends one request and waits for its response or ctx.
-func (c *rpcConn) call(ctx context.Context, m wire.Method, epoch, sess uint64, args, reply any) error {
+// sessionRef names the session a call is for (zero: none).
+type sessionRef struct {
+	id     uint64
+	secret []byte // CreateSession's: the master refuses the session's calls without it
+}
+
+func (c *rpcConn) call(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, args, reply any) error {
 	return c.callNumbered(ctx, m, epoch, sess, 0, 0, args, reply)
 }
 
 // callNumbered is call for a session's numbered (deduplicated) call.
-func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch, sess, callID, acked uint64, args, reply any) error {
+func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, callID, acked uint64, args, reply any) error {
 	body, err := wire.Marshal(args)
 	if err != nil {
 		return err
@@ -117,7 +123,7 @@ func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch, sess, 
 	c.mu.Unlock()
 
 	c.wmu.Lock()
-	c.wbuf, err = wire.AppendFrame(c.wbuf[:0], &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess, Call: callID, Acked: acked, Body: body})
+	c.wbuf, err = wire.AppendFrame(c.wbuf[:0], &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
 	if err == nil {
 		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		_, err = c.nc.Write(c.wbuf)

@@ -39,6 +39,9 @@ var (
 	// ErrBadSequencer: a fenced write whose sequencer is no longer valid, or
 	// a sequencer string that does not parse.
 	ErrBadSequencer = fs.ErrBadSequencer
+	// ErrBadRequest: a call the server cannot act on as asked (an option
+	// that does not apply, a value out of range).
+	ErrBadRequest = fs.ErrBadRequest
 	// ErrPermission: the operation is not allowed on this node.
 	ErrPermission = fs.ErrPermission
 	// ErrUnavailable: no master could be reached in time.

@@ -26,6 +26,9 @@ type Handle struct {
 // Path returns the handle's path.
 func (h *Handle) Path() string { return h.path }
 
+// IsDir reports whether the handle's node is a directory.
+func (h *Handle) IsDir() bool { return h.isDir }
+
 // Instance returns the instance number of the node the handle is bound to.
 func (h *Handle) Instance() uint64 { return h.instance }
 

@@ -68,7 +68,7 @@ func (c *Client) keepAliveLoop() {
 			c.rngMu.Unlock()
 			go func() {
 				var rep wire.KeepAliveReply
-				err := conn.call(ctx, wire.MKeepAlive, epoch, c.id, args, &rep)
+				err := conn.call(ctx, wire.MKeepAlive, epoch, c.session(), args, &rep)
 				results <- result{now, rep, err, conn}
 			}()
 		}
@@ -270,6 +270,11 @@ func (c *Client) emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.clock.Now()
 	}
+	c.subMu.Lock()
+	for _, fn := range c.subs {
+		fn(e)
+	}
+	c.subMu.Unlock()
 	select {
 	case c.events <- e:
 	default:

@@ -223,6 +223,21 @@ func (h *Handle) LockLost() <-chan struct{} {
 	return h.lock.ctx.Done()
 }
 
+// LockContext returns a context that is done the moment the held lock may
+// be lost, as LockLost's channel is closed; its context.Cause is then a
+// *LockLostError. With no lock held it returns a context already done
+// whose cause wraps ErrNotHeld.
+func (h *Handle) LockContext() context.Context {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.lock == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(fmt.Errorf("%s: %w", h.path, ErrNotHeld))
+		return ctx
+	}
+	return h.lock.ctx
+}
+
 // RunLocked acquires the handle's lock in mode (as Acquire does), runs fn
 // while the lock is held, and releases it once fn has returned.
 //

@@ -16,6 +16,9 @@ type OpenOption func(*openOpts)
 type openOpts struct {
 	create, isDir, ephemeral, exclusive bool
 	events                              uint32 // the wire's event mask
+	data                                []byte
+	seq                                 *Sequencer
+	noCache                             bool
 }
 
 // Create makes Open create the file if it is missing.
@@ -29,6 +32,24 @@ func Ephemeral() OpenOption { return func(o *openOpts) { o.create, o.ephemeral =
 
 // FailIfExists makes a creating Open fail with ErrExists if the node exists.
 func FailIfExists() OpenOption { return func(o *openOpts) { o.exclusive = true } }
+
+// InitialContents gives the file a creating Open makes these contents, in
+// the same write (at most MaxContents bytes). A file that exists already
+// keeps its own.
+func InitialContents(data []byte) OpenOption {
+	return func(o *openOpts) { o.data = append([]byte{}, data...) }
+}
+
+// CreateFenced makes a creating Open commit only while seq is held, as
+// WithSequencer does for writes: it fails with ErrBadSequencer otherwise.
+func CreateFenced(seq Sequencer) OpenOption { return func(o *openOpts) { o.seq = &seq } }
+
+// NoCache makes Open neither answer from nor fill the session's cache: for
+// a node the session opens to lock or to watch but whose stat it does not
+// read. Every lock grant and release changes a node's stat, and the cell
+// invalidates each session's cached copy before it commits one; a session
+// that caches nothing of the node costs those changes nothing.
+func NoCache() OpenOption { return func(o *openOpts) { o.noCache = true } }
 
 // WithEvents subscribes the handle to events on its node; they arrive on
 // Client.Events with the node's path (the child's, for child events).
@@ -53,6 +74,12 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		f(&o)
 	}
 	args := wire.OpenArgs{Path: path, Create: o.create, IsDir: o.isDir, Ephemeral: o.ephemeral, Exclusive: o.exclusive, Events: o.events}
+	if (o.data != nil || o.seq != nil) && !o.create {
+		return nil, fmt.Errorf("open %s: %w: InitialContents and CreateFenced need a creating Open", path, ErrBadRequest)
+	}
+	if o.create {
+		args.Data, args.Seq = o.data, o.seq
+	}
 	check := fs.CheckPath
 	if args.Create {
 		check = fs.CheckNewPath // no invisible format characters in new names
@@ -61,7 +88,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		return nil, err
 	}
 	h := &Handle{c: c, path: path, events: args.Events}
-	if !args.Create && args.Events == 0 {
+	if !args.Create && args.Events == 0 && !o.noCache {
 		if v, ok := c.cachedStat(path); ok {
 			if v.Absent {
 				return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoSuchNode, path)
@@ -73,7 +100,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 	if args.Create {
 		c.writing(path)
 	} else {
-		args.Cache = true
+		args.Cache = !o.noCache
 	}
 	tok := c.cache.Begin()
 	var rep wire.StatReply

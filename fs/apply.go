@@ -119,16 +119,17 @@ func (s *State) applyCreateSession(c *Command, _ *sessionRec, b *CreateSession, 
 	}
 	if id, ok := s.nonces[b.Nonce]; ok && b.Nonce != 0 {
 		r.Session = id // a retry whose first reply was lost
+		r.Secret = s.sessions[id].Secret
 		return
 	}
 	s.nextSession++
-	rec := &sessionRec{ID: s.nextSession, TTL: b.TTL, Created: c.Now, Nonce: b.Nonce}
+	rec := &sessionRec{ID: s.nextSession, TTL: b.TTL, Created: c.Now, Nonce: b.Nonce, Secret: b.Secret}
 	rec.init()
 	s.sessions[rec.ID] = rec
 	if b.Nonce != 0 {
 		s.nonces[b.Nonce] = rec.ID
 	}
-	r.Session = rec.ID
+	r.Session, r.Secret = rec.ID, rec.Secret
 }
 
 func (rec *sessionRec) init() {
@@ -195,6 +196,10 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 		return
 	}
 	if err := CheckPath(s.cell, b.Path); err != nil {
+		r.Err = err
+		return
+	}
+	if err := s.checkFence(b.Seq); err != nil {
 		r.Err = err
 		return
 	}

@@ -87,6 +87,10 @@ type CreateSession struct {
 	// Nonce makes it idempotent: a retry with the same nonce (the reply
 	// was lost in a failover) gets the same session. 0: none.
 	Nonce uint64
+	// Secret, drawn at random by the master, must come with every call of
+	// the session (wire.Request.Secret): knowing a session's number is not
+	// enough to act on it.
+	Secret []byte
 }
 
 // EndSession ends Command.Session: its waits are cancelled, its ephemeral
@@ -105,6 +109,9 @@ type Create struct {
 	Ephemeral bool   // deleted when Command.Session ends; files only
 	Exclusive bool   // fail if it exists
 	Data      []byte // a file's initial contents
+	// Seq, if set, fences the create: it fails with ErrBadSequencer unless
+	// this lock is held at this generation when it applies.
+	Seq *Sequencer
 }
 
 // SetContents replaces a file's contents.

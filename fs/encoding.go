@@ -38,6 +38,7 @@ type flatCommand struct {
 	CallID    uint64     `msgpack:"cid,omitempty"`
 	Acked     uint64     `msgpack:"ack,omitempty"`
 	Nonce     uint64     `msgpack:"nc,omitempty"`
+	Secret    []byte     `msgpack:"sk,omitempty"`
 }
 
 // flatten lays c out in the log's key space.
@@ -45,11 +46,11 @@ func (c *Command) flatten() *flatCommand {
 	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked}
 	switch b := c.Body.(type) {
 	case *CreateSession:
-		f.TTL, f.Nonce = b.TTL, b.Nonce
+		f.TTL, f.Nonce, f.Secret = b.TTL, b.Nonce, b.Secret
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
-		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data
+		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data, f.Seq = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data, b.Seq
 	case *SetContents:
 		f.Path, f.Instance, f.Data, f.Create, f.CAS, f.Gen, f.Seq = b.Path, b.Instance, b.Data, b.Create, b.CAS, b.ContentGen, b.Seq
 	case *Delete:
@@ -76,11 +77,11 @@ func (f *flatCommand) command() *Command {
 	case OpNewEpoch:
 		b = &NewEpoch{}
 	case OpCreateSession:
-		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce}
+		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret}
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:
-		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data}
+		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data, Seq: f.Seq}
 	case OpSetContents:
 		b = &SetContents{Path: f.Path, Instance: f.Instance, Data: f.Data, Create: f.Create, CAS: f.CAS, ContentGen: f.Gen, Seq: f.Seq}
 	case OpDelete:

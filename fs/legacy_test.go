@@ -65,7 +65,9 @@ func (l legacyCommand) used() legacyCommand {
 	case OpEndSession:
 		u.Expired = l.Expired
 	case OpCreate:
-		u.Path, u.IsDir, u.Ephemeral, u.Exclusive, u.Data = l.Path, l.IsDir, l.Ephemeral, l.Exclusive, l.Data
+		// Seq: a fenced create (added with the recipes). No earlier build
+		// wrote it into a create, so no old log holds one there.
+		u.Path, u.IsDir, u.Ephemeral, u.Exclusive, u.Data, u.Seq = l.Path, l.IsDir, l.Ephemeral, l.Exclusive, l.Data, l.Seq
 	case OpSetContents:
 		u.Path, u.Instance, u.Data, u.Create, u.CAS, u.Gen, u.Seq = l.Path, l.Instance, l.Data, l.Create, l.CAS, l.Gen, l.Seq
 	case OpDelete:

@@ -6,6 +6,7 @@ type Result struct {
 	Err     error
 	Stat    Stat
 	Session uint64
+	Secret  []byte // CreateSession's
 	Epoch   uint64
 	Seq     Sequencer
 	Queued  bool

@@ -55,6 +55,9 @@ type sessionRec struct {
 	TTL     int64  `msgpack:"ttl"`
 	Created int64  `msgpack:"c"`
 	Nonce   uint64 `msgpack:"n,omitempty"`
+	// Secret: see CreateSession.Secret. Empty for a session created by a
+	// build before secrets, which then accepts calls without one.
+	Secret []byte `msgpack:"k,omitempty"`
 	// Calls remembers the results of the session's recent calls by call
 	// id, so a call retried after a lost reply is answered, not applied
 	// again. Entries below the client's acknowledged mark are dropped.
@@ -81,8 +84,9 @@ const maxCachedCalls = 1024
 
 // SessionInfo describes a live session.
 type SessionInfo struct {
-	ID  uint64
-	TTL int64 // nanoseconds
+	ID     uint64
+	TTL    int64  // nanoseconds
+	Secret []byte // see CreateSession.Secret
 }
 
 // State is the namespace state machine. It is deterministic: the same
@@ -217,7 +221,7 @@ func (s *State) SessionExists(id uint64) bool {
 func (s *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, r := range s.sessions {
-		out = append(out, SessionInfo{ID: r.ID, TTL: r.TTL})
+		out = append(out, SessionInfo{ID: r.ID, TTL: r.TTL, Secret: r.Secret})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

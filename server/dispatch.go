@@ -195,7 +195,7 @@ func (s *Server) precheck(req *wire.Request, spec *callSpec) error {
 		return fmt.Errorf("%w: call has epoch %d, the master's is %d", wire.ErrWrongEpoch, req.Epoch, epoch)
 	}
 	if spec.session {
-		if err := s.leases.check(req.Session); err != nil {
+		if err := s.leases.checkCaller(req.Session, req.Secret); err != nil {
 			return err
 		}
 	}

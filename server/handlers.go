@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
@@ -95,6 +96,9 @@ func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
 	return wire.Empty{}, nil
 }
 
+// sessionSecretBytes is the length of a session's secret: 128 random bits.
+const sessionSecretBytes = 16
+
 func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) {
 	if n := s.leases.count(); n >= s.cfg.MaxSessions {
 		s.metrics.rejected.WithLabelValues("sessions").Inc()
@@ -104,7 +108,11 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if a.TTL == 0 {
 		ttl = s.cfg.DefaultTTL
 	}
-	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce}))
+	secret := make([]byte, sessionSecretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret}))
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +120,10 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 		return nil, res.Err
 	}
 	if s.leases.check(res.Session) != nil {
-		s.leases.add(s.clock.Now(), res.Session, ttl)
+		s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret)
 	}
 	s.metrics.created.Inc()
-	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl)}, nil
+	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret}, nil
 }
 
 func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {
@@ -138,6 +146,9 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		}
 	}
 	if !a.Create {
+		if a.Data != nil || a.Seq != nil {
+			return nil, errBadRequest("initial contents and a fencing sequencer are for an Open that creates")
+		}
 		var rep wire.StatReply
 		rep.Cacheable = s.admit(c, a.Cache, a.Path)
 		var err error
@@ -150,7 +161,14 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		}
 		return rep, err
 	}
-	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive}))
+	if len(a.Data) > fs.MaxContents {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", fs.ErrTooLarge, len(a.Data), fs.MaxContents)
+	}
+	if len(a.Data) > 0 && a.IsDir {
+		return nil, errBadRequest("a directory has no contents")
+	}
+	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive,
+		Data: a.Data, Seq: a.Seq}))
 	if err != nil {
 		return nil, err
 	}

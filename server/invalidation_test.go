@@ -320,7 +320,7 @@ func TestFailoverWaitsForSilentSessions(t *testing.T) {
 	if _, err := talker2.Hello(); err != nil {
 		t.Fatal(err)
 	}
-	talker2.Session = talker.Session
+	talker2.Session, talker2.Secret = talker.Session, talker.Secret
 	parkKeepAlive(t, talker2)
 	if got := contents(t, w, f); got != "v1" { // the writer is connected to the new master
 		t.Fatalf("read on the new master: %q", got)

@@ -294,8 +294,8 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 	lt := newUnitLeases(t, clk, &fakeStall{})
 	done := make(chan struct{})
 	tr := newTracker(lt, clk, hclog.NewNullLogger(), newMetrics().invalWait, newMetrics().invalWaiting, done, "n1")
-	lt.add(clk.Now(), 1, unitTTL)
-	lt.add(clk.Now(), 2, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
+	lt.add(clk.Now(), 2, unitTTL, nil)
 	var r replies
 	if err := lt.keepAlive(&r, 10, 1, false, 0); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -73,6 +74,7 @@ type leaseMetrics struct {
 
 type lease struct {
 	id      uint64
+	secret  []byte // every call of the session carries it (empty: a session from before secrets)
 	ttl     time.Duration
 	expires time.Time
 	// renewed is when the lease was last granted or extended here: its
@@ -111,7 +113,7 @@ func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 	t.mu.Lock()
 	parked := t.clearLocked()
 	for _, si := range sessions {
-		t.addLocked(now, si.ID, time.Duration(si.TTL))
+		t.addLocked(now, si.ID, time.Duration(si.TTL), si.Secret)
 		t.m[si.ID].unflushed = make(chan struct{})
 		t.nUnflushed++
 	}
@@ -154,15 +156,15 @@ func (t *leaseTable) count() int {
 }
 
 // add grants a new session its first lease.
-func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration) {
+func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.addLocked(now, id, ttl)
+	t.addLocked(now, id, ttl, secret)
 	t.metrics.sessions.Set(float64(len(t.m)))
 }
 
-func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration) {
-	l := &lease{id: id, ttl: ttl, expires: now.Add(ttl), renewed: now}
+func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte) {
+	l := &lease{id: id, secret: secret, ttl: ttl, expires: now.Add(ttl), renewed: now}
 	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
 	t.m[id] = l
 }
@@ -222,6 +224,23 @@ func (t *leaseTable) check(id uint64) error {
 	defer t.mu.Unlock()
 	_, err := t.leaseLocked(id)
 	return err
+}
+
+// checkCaller is check for a call that names session id with secret: it
+// also refuses (permission_denied) a caller without the session's secret,
+// so that nobody can renew, end or act for another client's session by
+// naming its number.
+func (t *leaseTable) checkCaller(id uint64, secret []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, err := t.leaseLocked(id)
+	if err != nil {
+		return err
+	}
+	if len(l.secret) > 0 && subtle.ConstantTimeCompare(l.secret, secret) != 1 {
+		return fmt.Errorf("%w: the call names session %d without its secret", fs.ErrPermission, id)
+	}
+	return nil
 }
 
 // leaseLocked returns the session's lease, or check's error; t.mu is held.

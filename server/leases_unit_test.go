@@ -99,8 +99,8 @@ func wantExpired(t *testing.T, lt *leaseTable, want ...uint64) {
 func TestLeaseExpiresAfterTTL(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
-	lt.add(clk.Now(), 2, 2*unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
+	lt.add(clk.Now(), 2, 2*unitTTL, nil)
 
 	clk.Advance(unitTTL - time.Millisecond)
 	wantExpired(t, lt)
@@ -131,7 +131,7 @@ func TestLeaseExpiresAfterTTL(t *testing.T) {
 func TestKeepAliveExtendsLease(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 	var r replies
 	clk.Advance(unitTTL - time.Second)
 	if err := lt.keepAlive(&r, 7, 1, true, 0); err != nil {
@@ -157,7 +157,7 @@ func TestKeepAliveExtendsLease(t *testing.T) {
 func TestParkedKeepAliveRenews(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 	var r replies
 	maxHold := unitTTL/3 + unitTTL/15
 	for i := range 10 {
@@ -184,8 +184,8 @@ func TestParkedKeepAliveRenews(t *testing.T) {
 func TestDemoteClearsLeases(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
-	lt.add(clk.Now(), 2, 2*unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
+	lt.add(clk.Now(), 2, 2*unitTTL, nil)
 	clk.Advance(unitTTL) // 1 runs out: its expiry waits to be taken
 	var r replies
 	if err := lt.keepAlive(&r, 9, 2, false, 0); err != nil {
@@ -250,7 +250,7 @@ func TestPromoteGivesFreshLeases(t *testing.T) {
 func TestLateTimerGivesFreshLease(t *testing.T) {
 	clk := &skewClock{ManualClock: session.NewManualClock(unitStart)}
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 	clk.skew.Store(int64(stallThreshold + time.Second)) // the timer fires this late
 	clk.Advance(unitTTL)
 	wantExpired(t, lt)
@@ -271,8 +271,8 @@ func TestStallGivesFreshLease(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	stall := &fakeStall{}
 	lt := newUnitLeases(t, clk, stall)
-	lt.add(clk.Now(), 1, unitTTL)
-	lt.add(clk.Now(), 2, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
+	lt.add(clk.Now(), 2, unitTTL, nil)
 	stall.stalled.Store(true)
 	clk.Advance(unitTTL)
 	wantExpired(t, lt)
@@ -306,7 +306,7 @@ func TestStallGivesFreshLease(t *testing.T) {
 func TestRetryExpiry(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 	clk.Advance(unitTTL)
 	wantExpired(t, lt, 1)
 	lt.retryExpiry(1)
@@ -333,7 +333,7 @@ func TestRetryExpiry(t *testing.T) {
 func TestDeadClientEndsTTLAfterLastKeepAlive(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 	var r replies
 	clk.Advance(time.Second)
 	arrived := clk.Now()

@@ -54,7 +54,7 @@ func TestStallFreshLeasesSummarised(t *testing.T) {
 	lt := newLeaseTable(clk, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info}), &fakeStall{},
 		m.lease())
 	for id := uint64(1); id <= 200; id++ {
-		lt.add(clk.Now(), id, unitTTL)
+		lt.add(clk.Now(), id, unitTTL, nil)
 	}
 	clk.skew.Store(int64(time.Minute)) // every timer fires a minute late
 	clk.Advance(unitTTL)

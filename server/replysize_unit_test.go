@@ -101,7 +101,7 @@ func TestReplyTooLargeIsAnError(t *testing.T) {
 func TestKeepAliveRepliesSplit(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.add(clk.Now(), 1, unitTTL)
+	lt.add(clk.Now(), 1, unitTTL, nil)
 
 	long := strings.Repeat("x", 900)
 	var want []wire.Event

@@ -51,9 +51,12 @@ type Request struct {
 	// Call numbers a session's mutating call (0: none); a retry after a
 	// lost reply carries the same number and is answered, not applied
 	// again. The client has had replies to every call below Acked.
-	Call  uint64             `msgpack:"c,omitempty"`
-	Acked uint64             `msgpack:"a,omitempty"`
-	Body  msgpack.RawMessage `msgpack:"b"`
+	Call  uint64 `msgpack:"c,omitempty"`
+	Acked uint64 `msgpack:"a,omitempty"`
+	// Secret is the session's secret (CreateSessionReply.Secret): a call
+	// that names a session without it is refused (permission_denied).
+	Secret []byte             `msgpack:"k,omitempty"`
+	Body   msgpack.RawMessage `msgpack:"b"`
 }
 
 // Response is the envelope of a reply. Code is fs.Code of the error, empty
@@ -101,6 +104,8 @@ type CreateSessionArgs struct {
 type CreateSessionReply struct {
 	Session uint64 `msgpack:"s"`
 	TTL     int64  `msgpack:"ttl"`
+	// Secret must come with every call of the session (Request.Secret).
+	Secret []byte `msgpack:"k,omitempty"`
 }
 
 // KeepAliveArgs renews the session lease. Urgent asks the master to answer
@@ -140,6 +145,11 @@ type OpenArgs struct {
 	// Events subscribes the session to these events on the node (mask of
 	// Ev* bits, or'ed with earlier subscriptions).
 	Events uint32 `msgpack:"ev,omitempty"`
+	// Data is the initial contents of a file the Open creates (Chubby's
+	// Open took them too): creating and filling it is one write.
+	Data []byte `msgpack:"d,omitempty"`
+	// Seq fences the create: it commits only if this sequencer is held.
+	Seq *fs.Sequencer `msgpack:"seq,omitempty"`
 }
 
 // UnwatchArgs drops the session's event subscription on a node.

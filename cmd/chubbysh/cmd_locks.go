@@ -117,11 +117,12 @@ func (sh *shell) runHolding(ctx context.Context, detach func(), h *client.Handle
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), "CHUBBY_SEQUENCER="+s.String())
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, sh.stdout, sh.stderr
+		cmd.SysProcAttr = childAttr()
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start %s: %w", argv[0], err)
 		}
 		ran = true
-		exited, cmdErr = sh.supervise(ctx, cmd, h.Path())
+		exited, cmdErr = sh.supervise(ctx, cmd, "lock on "+h.Path())
 		return cmdErr
 	}, opts...)
 	if !held {
@@ -148,7 +149,8 @@ func (sh *shell) runHolding(ctx context.Context, detach func(), h *client.Handle
 // supervise waits for the running cmd, relaying signals to it. When ctx is
 // done (the lock may be lost) it stops cmd: SIGTERM, then SIGKILL at the
 // lock's StopBy. exited: cmd ended by itself; err carries its exit code.
-func (sh *shell) supervise(ctx context.Context, cmd *exec.Cmd, path string) (exited bool, err error) {
+// what names the lock ("lock on PATH", "leadership of PATH").
+func (sh *shell) supervise(ctx context.Context, cmd *exec.Cmd, what string) (exited bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
@@ -172,7 +174,7 @@ func (sh *shell) supervise(ctx context.Context, cmd *exec.Cmd, path string) (exi
 				<-done
 			}
 			t.Stop()
-			return false, &exitError{code: exitUnreachable, msg: fmt.Sprintf("lock on %s may be lost: the session is in jeopardy; %s was stopped", path, cmd.Args[0])}
+			return false, &exitError{code: exitUnreachable, msg: fmt.Sprintf("%s may be lost: the session is in jeopardy; %s was stopped", what, cmd.Args[0])}
 		}
 	}
 }

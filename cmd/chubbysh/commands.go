@@ -120,6 +120,10 @@ func init() {
 			example: "seq /ls/local/app/leader", min: 1, max: 1, args: path1, run: (*shell).cmdSeq},
 		{name: "checkseq", group: "locks", usage: "checkseq SEQ", help: "print valid (exit 0) or invalid (exit 1)",
 			example: "checkseq X:7:/ls/local/app/leader", min: 1, max: 1, args: []argKind{argSeq}, run: (*shell).cmdCheckSeq},
+		{name: "elect", group: "locks", usage: "elect PATH VALUE [-delay DUR] -- CMD ARGS...", help: "campaign in the election PATH (a directory); while leading run CMD ($CHUBBY_SEQUENCER, $CHUBBY_LEADER_VALUE), stop it before leadership can move, then resign; exit with CMD's code",
+			example: "elect /ls/local/app/primary host1:8080 -- ./serve --primary", min: 2, max: 2, args: []argKind{argPath, argOther}, valueFlags: []string{"delay"}, run: (*shell).cmdElect},
+		{name: "leader", group: "locks", usage: "leader PATH [-watch]", help: "print the value of the election's current leader (exit 1 if none); -watch: one line per change until Ctrl-C",
+			example: "leader /ls/local/app/primary -watch", min: 1, max: 1, args: path1, boolFlags: []string{"watch"}, run: (*shell).cmdLeader},
 		{name: "session", group: "session and cell", usage: "session", help: "show the session: id, TTL, lease left, master, epoch",
 			example: "session", run: (*shell).cmdSession},
 		{name: "cache", group: "session and cell", usage: "cache", help: "show this session's cache statistics: hits, misses, entries, invalidations",
@@ -221,7 +225,7 @@ func (sh *shell) parse(words []string) (*command, *cmdArgs, error) {
 	if err != nil {
 		return nil, nil, &usageError{fmt.Sprintf("%v; usage: %s", err, c.usage)}
 	}
-	if a.dash && c.name != "lock" {
+	if a.dash && c.name != "lock" && c.name != "elect" {
 		return nil, nil, &usageError{fmt.Sprintf("unexpected --; usage: %s", c.usage)}
 	}
 	if c.interactiveOnly && !sh.tty {

@@ -40,7 +40,7 @@ func BenchmarkWriteBesidePipeline(b *testing.B) {
 			ids := make([]uint64, 0, n)
 			for range n {
 				call++
-				id, err := r.WriteFrame(wire.Request{Method: wire.MSetContents, Epoch: r.Epoch, Session: r.Session, Call: call},
+				id, err := r.WriteFrame(wire.Request{Method: wire.MSetContents, Epoch: r.Epoch, Session: r.Session, Secret: r.Secret, Call: call},
 					wire.SetContentsArgs{Path: hot, Data: []byte("y")})
 				if err != nil {
 					break
@@ -118,7 +118,7 @@ func BenchmarkWriteBesideAcquireFlood(b *testing.B) {
 			defer close(flood)
 			for range n {
 				wid++
-				if _, err := r.WriteFrame(wire.Request{Method: wire.MAcquire, Epoch: r.Epoch, Session: r.Session, Call: wid},
+				if _, err := r.WriteFrame(wire.Request{Method: wire.MAcquire, Epoch: r.Epoch, Session: r.Session, Secret: r.Secret, Call: wid},
 					wire.AcquireArgs{Path: lock, Mode: fs.Exclusive, Wait: true, WaitID: wid}); err != nil {
 					return
 				}

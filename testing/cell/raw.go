@@ -23,6 +23,9 @@ type RawConn struct {
 	// CreateSession set them.
 	Epoch   uint64
 	Session uint64
+	// Secret is the session's secret, sent with Session (CreateSession
+	// sets it; a test may change it to impersonate a session).
+	Secret []byte
 
 	nc     net.Conn
 	nextID uint64
@@ -135,7 +138,7 @@ func (r *RawConn) CreateSession(ttl time.Duration) (wire.CreateSessionReply, err
 	var rep wire.CreateSessionReply
 	err := r.Call(wire.MCreateSession, wire.CreateSessionArgs{TTL: int64(ttl)}, &rep)
 	if err == nil {
-		r.Session = rep.Session
+		r.Session, r.Secret = rep.Session, rep.Secret
 	}
 	return rep, err
 }
@@ -174,7 +177,7 @@ func (r *RawConn) WriteBytes(b []byte) error {
 // Go sends a call of method m stamped with Epoch and Session and returns its
 // ID without waiting for the reply.
 func (r *RawConn) Go(m wire.Method, args any) (uint64, error) {
-	return r.WriteFrame(wire.Request{Method: m, Epoch: r.Epoch, Session: r.Session}, args)
+	return r.WriteFrame(wire.Request{Method: m, Epoch: r.Epoch, Session: r.Session, Secret: r.Secret}, args)
 }
 
 // Await returns the response to call id, keeping responses to other calls

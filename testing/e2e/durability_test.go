@@ -52,7 +52,10 @@ func TestDurabilityWholeCellKilled(t *testing.T) {
 				_, err := cl.WriteFile(ctx, key, []byte(val))
 				cancel()
 				if err != nil {
-					return // the cell is gone: nothing after this was acknowledged
+					// Not acknowledged: a leader change under load, or the
+					// cell is gone. Go on with the next key until stopped.
+					time.Sleep(10 * time.Millisecond)
+					continue
 				}
 				mu.Lock()
 				acked[key] = val

@@ -49,6 +49,8 @@ func TestJSONEveryCommand(t *testing.T) {
 		"exit":          {{"exit"}},
 		"lock":          {{"lock", d + "/run", "--", "true"}, {"lock", d + "/run", "--", "false"}, {"lock", d + "/run", "-delay", "soon"}},
 		"watch":         {{"watch", d, "-for", "100ms"}},
+		"elect":         {{"elect", d + "/el", "v", "--", "true"}, {"elect", d + "/el", "v", "--", "false"}, {"elect", d + "/f", "v", "--", "true"}},
+		"leader":        {{"leader", d + "/el"}, {"leader", d + "/f"}},
 	}
 	obj := s.Sh(t, "-json", "help").JSON(t)
 	names, ok := obj["commands"].([]any)

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/client/election"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/fencedstore"
 	"github.com/chubby-dev/chubby/testing/nemesis/core"
@@ -48,6 +50,10 @@ type LockWorker struct {
 	Log     hclog.Logger
 	Store   fencedstore.Fenced
 	Events  *core.EventLog
+	// Election: the worker campaigns in the election on the directory
+	// Path (client/election, core.ElectionLocker) instead of locking the
+	// file Path.
+	Election bool
 	// Clock is the lease clock of the worker's sessions (nil: the real
 	// clock). A pause freezes it; on resume it jumps by the pause.
 	Clock *cell.SkewClock
@@ -210,7 +216,7 @@ func (w *LockWorker) Run(ctx context.Context, rng *rand.Rand) {
 			}
 		}}
 	var cl *client.Client
-	var h *client.Handle
+	var h core.Locker
 	defer func() {
 		if cl != nil {
 			w.lost() // the run ends with the session: it may end any time
@@ -228,16 +234,18 @@ func (w *LockWorker) Run(ctx context.Context, rng *rand.Rand) {
 				return
 			}
 		}
+		if h == nil && w.Election {
+			h = &core.ElectionLocker{E: election.New(cl, w.Path), Value: []byte(fmt.Sprint(w.ID))}
+		}
 		if h == nil {
 			octx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var err error
-			h, err = cl.Open(octx, w.Path, client.Create())
+			hd, err := cl.Open(octx, w.Path, client.Create())
 			cancel()
 			if err != nil {
-				h = nil
 				wait.Sleep(ctx, 20*time.Millisecond)
 				continue
 			}
+			h = hd
 		}
 		cycle.Hold(ctx, cl, h, hold, rng)
 		hold++

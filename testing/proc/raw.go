@@ -20,6 +20,9 @@ type RawConn struct {
 	// Epoch and Session stamp every call; Hello and CreateSession set them.
 	Epoch   uint64
 	Session uint64
+	// Secret is the session's secret, sent with Session (CreateSession
+	// sets it; a test may change it to impersonate a session).
+	Secret []byte
 
 	addr   string
 	nc     net.Conn
@@ -52,7 +55,7 @@ func (r *RawConn) Go(m wire.Method, args any) (uint64, error) {
 		return 0, err
 	}
 	r.nextID++
-	buf, err := wire.AppendFrame(nil, &wire.Request{ID: r.nextID, Method: m, Epoch: r.Epoch, Session: r.Session, Body: body})
+	buf, err := wire.AppendFrame(nil, &wire.Request{ID: r.nextID, Method: m, Epoch: r.Epoch, Session: r.Session, Secret: r.Secret, Body: body})
 	if err != nil {
 		return 0, err
 	}
@@ -129,7 +132,7 @@ func (r *RawConn) CreateSession(ttl, timeout time.Duration) error {
 	var rep wire.CreateSessionReply
 	err := r.Call(wire.MCreateSession, wire.CreateSessionArgs{TTL: int64(ttl)}, &rep, timeout)
 	if err == nil {
-		r.Session = rep.Session
+		r.Session, r.Secret = rep.Session, rep.Secret
 	}
 	return err
 }

@@ -55,9 +55,11 @@ func TestSweepEndToEnd(t *testing.T) {
 	// The master ends the session TTL after the dead holder's last
 	// KeepAlive arrived, and the holder sends one at least every third of
 	// the TTL, so the grant comes between 2/3 TTL and TTL after the kill,
-	// plus the expiry's own path (a few milliseconds; 100 ms allowed).
-	if k := row["kill_to_grant_s_median"]; k < 2.0/3-0.05 || k > 1.1 {
-		t.Errorf("kill → grant %vs with TTL 1s, want within [2/3 TTL, TTL + 100ms]", k)
+	// plus the expiry's own path (a few milliseconds on an idle machine,
+	// the figure the sweep's runs in docs/ show; this one kill on a CI
+	// machine that may be busy with other tests is allowed 300 ms).
+	if k := row["kill_to_grant_s_median"]; k < 2.0/3-0.05 || k > 1.3 {
+		t.Errorf("kill → grant %vs with TTL 1s, want within [2/3 TTL, TTL + 300ms]", k)
 	}
 	if l := row["late_s_median"]; math.Abs(l-(row["kill_to_grant_s_median"]-1)) > 1e-4 {
 		t.Errorf("late %v is not kill → grant %v − TTL", l, row["kill_to_grant_s_median"])

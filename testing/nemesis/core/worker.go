@@ -63,10 +63,19 @@ func Do(now func() int64, e Event, call func() error) Event {
 	return e
 }
 
+// Locker is what a hold takes and gives back: a handle's lock
+// (*client.Handle), or a recipe's (an election's term, HandleLocker's
+// counterpart in testing/nemesis).
+type Locker interface {
+	Acquire(ctx context.Context, mode client.Mode, opts ...client.LockOption) error
+	Sequencer() (client.Sequencer, error)
+	Release(ctx context.Context) error
+}
+
 // Hold runs hold number hold of cl's session on h. Calls use their own
 // timeouts, not ctx, so a hold under way ends properly when the worker is
 // asked to stop; ctx cuts the pauses short.
-func (c *LockCycle) Hold(ctx context.Context, cl *client.Client, h *client.Handle, hold int, rng *rand.Rand) {
+func (c *LockCycle) Hold(ctx context.Context, cl *client.Client, h Locker, hold int, rng *rand.Rand) {
 	sid := cl.Session().ID
 	ev := Event{Worker: c.Worker, Hold: hold, Session: sid}
 	acq := ev
