@@ -168,6 +168,9 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 		if err == errDeferred {
 			return
 		}
+		if err != nil {
+			s.metrics.countDenied(wire.Code(err))
+		}
 		c.reply(req.ID, body, err)
 	}
 	if spec.inline {

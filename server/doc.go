@@ -52,8 +52,13 @@
 //	members.go       gossip membership, bootstrap by expect count, the address book, reconcile
 //	conn.go          the accept loop and one client connection: frames in, replies out
 //	fsm.go           the raft.FSM adapter over fs.State
-//	http.go          /status, /metrics, /healthz
-//	metrics.go       the Prometheus series
+//	http.go          /status, /metrics, /healthz, the routes of the status page
+//	statuspage.go    the status page at / and /ls/PATH (statuspage.html, embedded):
+//	                 what it shows, gathered cheaply and bounded
+//	journal.go       a ring of recent events (failovers, expiries, members) for the page
+//	observe.go       raft observations: leader changes, peers, follower heartbeats failing
+//	logstore.go      the raft log store wrapped to time writes (fsync latency)
+//	metrics.go       the Prometheus series (README "Metrics" lists them)
 //
 // Components hold what they need, never the Server: the lease table a
 // clock, a logger, a stallDetector and its metrics; the tracker a

@@ -261,6 +261,9 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 		Wait: a.Wait, WaitID: a.WaitID, LockDelay: int64(delay)})
 	if !a.Wait {
 		res, err := s.apply(c, cmd)
+		if errors.Is(err, fs.ErrLockDelay) {
+			s.metrics.delayBlocks.Inc()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -280,6 +283,9 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 	if !res.Queued {
 		unregister()
 		return wire.SeqReply{Seq: res.Seq}, nil
+	}
+	if len(res.Delayed) > 0 { // queued on a free lock: its lock-delay holds it back
+		s.metrics.delayBlocks.Inc()
 	}
 	c.park() // a wait for a grant does not hold up the connection's other calls
 	select {

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -28,6 +27,14 @@ type Status struct {
 	// FirstLog is the oldest raft log entry kept: it moves past 1 once a
 	// snapshot let the log be compacted.
 	FirstLog uint64 `json:"first_log_index"`
+	// Raft's view: the term, the last log index written here, the commit
+	// index, the leader's name ("" if none known) and how long ago this
+	// server last heard from the leader (0 on the leader, -1 never).
+	Term          uint64 `json:"term"`
+	LastLogIndex  uint64 `json:"last_log_index"`
+	CommitIndex   uint64 `json:"commit_index"`
+	Leader        string `json:"leader"`
+	LastContactMS int64  `json:"last_contact_ms"`
 }
 
 // Status returns the server's current status.
@@ -38,6 +45,17 @@ func (s *Server) Status() Status {
 	if s.store != nil {
 		st.FirstLog, _ = s.store.FirstIndex()
 	}
+	st.Term, st.LastLogIndex, st.CommitIndex = s.raft.CurrentTerm(), s.raft.LastIndex(), s.raft.CommitIndex()
+	_, leader := s.raft.LeaderWithID()
+	st.Leader = string(leader)
+	switch last := s.raft.LastContact(); {
+	case s.raft.State() == raft.Leader:
+		st.LastContactMS = 0
+	case last.IsZero():
+		st.LastContactMS = -1
+	default:
+		st.LastContactMS = time.Since(last).Milliseconds()
+	}
 	s.fsm.read(func(f *fs.State) {
 		st.Sessions = len(f.Sessions())
 		st.Nodes = f.NodeCount()
@@ -46,13 +64,12 @@ func (s *Server) Status() Status {
 	return st
 }
 
-func (s *Server) startHTTP() error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("http-addr %s: %w", s.cfg.HTTPAddr, err)
-	}
-	s.httpLn = ln
+// serveHTTP serves the HTTP endpoint on the listener Start bound.
+func (s *Server) serveHTTP() {
+	ln := s.httpLn
 	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", s.serveStatusPage)
+	mux.HandleFunc("/ls/", s.serveNodePage)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -78,5 +95,4 @@ func (s *Server) startHTTP() error {
 	})
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.httpSrv.Serve(ln)
-	return nil
 }

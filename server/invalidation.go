@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -54,6 +55,18 @@ type tracker struct {
 	// for that one round, which itself waited for the rounds before it,
 	// so a write costs the same however many are queued on its path.
 	latest map[string]*invalRound
+	// waiting are the writes waiting now for acknowledgements (for the
+	// status page and chubby_writes_waiting_invalidation).
+	waiting map[*invalRound]waitingWrite
+	gauge   prometheus.Gauge
+}
+
+// waitingWrite is a write waiting for cachers: its paths, since when (the
+// lease clock), and how many sessions it waits for.
+type waitingWrite struct {
+	Paths    []string
+	Since    time.Time
+	Sessions int
 }
 
 // cacheSessions is how the tracker reaches the sessions that cache nodes.
@@ -70,8 +83,9 @@ type cacheSessions interface {
 	unflushed(except uint64) []ackWait
 }
 
-func newTracker(sessions cacheSessions, clock session.Clock, log hclog.Logger, invalWait prometheus.Observer, done <-chan struct{}, node string) *tracker {
-	t := &tracker{sessions: sessions, clock: clock, log: log, invalWait: invalWait, done: done, node: node}
+func newTracker(sessions cacheSessions, clock session.Clock, log hclog.Logger, invalWait prometheus.Observer, waiting prometheus.Gauge, done <-chan struct{}, node string) *tracker {
+	t := &tracker{sessions: sessions, clock: clock, log: log, invalWait: invalWait, gauge: waiting, done: done, node: node,
+		waiting: map[*invalRound]waitingWrite{}}
 	t.reset()
 	return t
 }
@@ -160,7 +174,11 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	if len(waits) == 0 && len(earlier) == 0 {
 		return release, nil
 	}
-	start := time.Now()
+	start := t.clock.Now()
+	t.mu.Lock()
+	t.waiting[round] = waitingWrite{Paths: paths, Since: start, Sessions: len(waits)}
+	t.gauge.Set(float64(len(t.waiting)))
+	t.mu.Unlock()
 	for _, r := range earlier {
 		select {
 		case <-r.acked: // its writer waited for its cachers and the rounds before it
@@ -170,7 +188,11 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	for _, w := range waits {
 		t.await(w)
 	}
-	t.invalWait.Observe(time.Since(start).Seconds())
+	t.invalWait.Observe(t.clock.Now().Sub(start).Seconds())
+	t.mu.Lock()
+	delete(t.waiting, round)
+	t.gauge.Set(float64(len(t.waiting)))
+	t.mu.Unlock()
 	select {
 	case <-t.done:
 		return release, fmt.Errorf("%w: %s is shutting down", wire.ErrNotMaster, t.node)
@@ -226,4 +248,17 @@ func dropSession[V any](sets map[string]map[uint64]V, index map[uint64]map[strin
 		}
 	}
 	delete(index, session)
+}
+
+// waitingWrites returns how many writes wait for acknowledgements now and
+// the longest-waiting of them, at most limit, oldest first.
+func (t *tracker) waitingWrites(limit int) (int, []waitingWrite) {
+	t.mu.Lock()
+	all := make([]waitingWrite, 0, len(t.waiting))
+	for _, w := range t.waiting {
+		all = append(all, w)
+	}
+	t.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].Since.Before(all[j].Since) })
+	return len(all), all[:min(limit, len(all))]
 }

@@ -82,7 +82,7 @@ func newUnitTracker(t *testing.T) *unitTracker {
 	clk := session.NewManualClock(unitStart)
 	fake := newFakeCachers()
 	done := make(chan struct{})
-	tr := newTracker(fake, clk, hclog.NewNullLogger(), newMetrics().invalWait, done, "n1")
+	tr := newTracker(fake, clk, hclog.NewNullLogger(), newMetrics().invalWait, newMetrics().invalWaiting, done, "n1")
 	return &unitTracker{tracker: tr, clk: clk, fake: fake, done: done}
 }
 
@@ -293,7 +293,7 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
 	done := make(chan struct{})
-	tr := newTracker(lt, clk, hclog.NewNullLogger(), newMetrics().invalWait, done, "n1")
+	tr := newTracker(lt, clk, hclog.NewNullLogger(), newMetrics().invalWait, newMetrics().invalWaiting, done, "n1")
 	lt.add(clk.Now(), 1, unitTTL, nil, "")
 	lt.add(clk.Now(), 2, unitTTL, nil, "")
 	var r replies

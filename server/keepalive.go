@@ -33,9 +33,14 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 		return err
 	}
 	t.ackLocked(l, ackInval)
+	if l.unflushed == nil { // a session carried over has no earlier KeepAlive here
+		t.metrics.leaseUsed.Observe(float64(now.Sub(l.renewed)) / float64(l.ttl))
+	}
+	t.countKeepAliveLocked(now)
 	// A KeepAlive of this master's epoch: the client has flushed its cache.
 	t.flushedLocked(l)
 	t.extendLocked(l, now)
+	l.renewed = now
 	old := t.takePollLocked(l)
 	answerNow := urgent || len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
 	var rep wire.KeepAliveReply
@@ -49,6 +54,9 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	t.mu.Unlock()
 	old.send()
 	t.metrics.keepAlives.Inc()
+	if urgent {
+		t.metrics.urgent.Inc()
+	}
 	if answerNow {
 		c.reply(reqID, rep, nil)
 	}

@@ -44,7 +44,16 @@ type leaseTable struct {
 
 	// summary logs fresh leases after a stall per interval, not per session.
 	summary *logSummary
+	// kaRate counts KeepAlives per second of the lease clock over the last
+	// kaRateWindow seconds (the status page's KeepAlive rate).
+	kaRate [kaRateWindow]struct {
+		sec int64
+		n   int
+	}
 }
+
+// kaRateWindow is how many seconds the status page's KeepAlive rate covers.
+const kaRateWindow = 10
 
 // stallDetector says whether this process stalled (see stallMonitor).
 type stallDetector interface {
@@ -56,6 +65,11 @@ type leaseMetrics struct {
 	sessions      prometheus.Gauge
 	keepAlives    prometheus.Counter
 	invalidations prometheus.Counter
+	// urgent counts KeepAlives sent urgent (the client in jeopardy or just
+	// reconnected); leaseUsed observes, per KeepAlive, the time since the
+	// session's previous one on this master as a fraction of its TTL.
+	urgent    prometheus.Counter
+	leaseUsed prometheus.Observer
 }
 
 type lease struct {
@@ -64,6 +78,9 @@ type lease struct {
 	owner   string // the principal that created it (empty: from before principals)
 	ttl     time.Duration
 	expires time.Time
+	// renewed is when the lease was last granted or extended here: its
+	// creation, its promotion by this master, its last KeepAlive.
+	renewed time.Time
 	timer   session.Timer // fires at expires
 	ending  bool          // an expiry command is in flight
 	poll    *poll
@@ -148,7 +165,7 @@ func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []b
 }
 
 func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
-	l := &lease{id: id, secret: secret, owner: owner, ttl: ttl, expires: now.Add(ttl)}
+	l := &lease{id: id, secret: secret, owner: owner, ttl: ttl, expires: now.Add(ttl), renewed: now}
 	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
 	t.m[id] = l
 }
@@ -267,7 +284,7 @@ func (t *leaseTable) timeout(id uint64) {
 	}
 	if late := now.Sub(l.expires); late > stallThreshold || t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
 		t.summary.add(hclog.Warn, "leases ran out while the master stalled; sessions given a fresh lease", "session", id, "late", late)
-		l.expires = now.Add(l.ttl)
+		l.expires, l.renewed = now.Add(l.ttl), now
 		l.timer.Reset(l.ttl)
 		return
 	}
@@ -305,7 +322,7 @@ func (t *leaseTable) graceAfterStall(id uint64) bool {
 		return false
 	}
 	l.ending = false
-	l.expires = now.Add(l.ttl)
+	l.expires, l.renewed = now.Add(l.ttl), now
 	l.timer.Reset(l.ttl)
 	return true
 }
@@ -319,4 +336,82 @@ func (t *leaseTable) retryExpiry(id uint64) {
 		l.ending = false
 		l.timer.Reset(time.Second)
 	}
+}
+
+// countKeepAliveLocked counts a KeepAlive in the second of now.
+func (t *leaseTable) countKeepAliveLocked(now time.Time) {
+	sec := now.Unix()
+	b := &t.kaRate[sec%kaRateWindow]
+	if b.sec != sec {
+		b.sec, b.n = sec, 0
+	}
+	b.n++
+}
+
+// leaseStates counts the sessions with a lease here by how their client is
+// doing, as far as the master can tell.
+type leaseStates struct {
+	// Safe: renewed within the last two thirds of its TTL.
+	Safe int
+	// Late: no KeepAlive for more than two thirds of its TTL; its client's
+	// local lease has most likely run out (jeopardy), its master lease not.
+	Late int
+	// Unflushed: carried over from an earlier master and not heard from
+	// since this one took over (writes wait for it).
+	Unflushed int
+	// Expiring: its lease ran out; the expiry is being proposed.
+	Expiring int
+	// KeepAliveRate is KeepAlives per second over the last kaRateWindow-1
+	// full seconds.
+	KeepAliveRate float64
+}
+
+// states classifies every lease at now. It takes the table's lock once and
+// looks at each lease: O(sessions).
+func (t *leaseTable) states(now time.Time) leaseStates {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var st leaseStates
+	for _, l := range t.m {
+		switch {
+		case l.ending:
+			st.Expiring++
+		case l.unflushed != nil:
+			st.Unflushed++
+		case now.Sub(l.renewed) > 2*l.ttl/3:
+			st.Late++
+		default:
+			st.Safe++
+		}
+	}
+	sec, n := now.Unix(), 0
+	for _, b := range t.kaRate {
+		if b.sec < sec && b.sec > sec-kaRateWindow { // the last full seconds
+			n += b.n
+		}
+	}
+	st.KeepAliveRate = float64(n) / (kaRateWindow - 1)
+	return st
+}
+
+// leaseView is what the status page shows of one session's lease.
+type leaseView struct {
+	TTL       time.Duration
+	Expires   time.Time
+	Renewed   time.Time
+	Unflushed bool
+	Ending    bool
+}
+
+// views returns the leases of the sessions ids that have one here.
+func (t *leaseTable) views(ids []uint64) map[uint64]leaseView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[uint64]leaseView, len(ids))
+	for _, id := range ids {
+		if l, ok := t.m[id]; ok {
+			out[id] = leaseView{TTL: l.ttl, Expires: l.expires, Renewed: l.renewed, Unflushed: l.unflushed != nil, Ending: l.ending}
+		}
+	}
+	return out
 }

@@ -64,7 +64,7 @@ func newUnitLeases(t *testing.T, clock session.Clock, stall stallDetector) *leas
 	t.Helper()
 	m := newMetrics()
 	return newLeaseTable(clock, hclog.NewNullLogger(), stall,
-		leaseMetrics{sessions: m.sessions, keepAlives: m.keepAlives, invalidations: m.invalidations})
+		m.lease())
 }
 
 // expiredNow returns the sessions handed out as expired, checking that the

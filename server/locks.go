@@ -5,15 +5,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
 )
 
 // lockWaits is the master's registry of blocked Acquires: each waits on a
-// channel for the apply that grants or cancels its wait.
+// channel for the apply that grants or cancels its wait. It also remembers
+// when each wait was registered on this master, for the lock wait
+// histogram and the status page (a wait re-issued to a new master after a
+// failover counts from its re-issue).
 type lockWaits struct {
-	mu sync.Mutex
-	m  map[waitKey]chan waitResult
+	clock   session.Clock
+	observe prometheus.Observer // queued → granted
+	mu      sync.Mutex
+	m       map[waitKey]*blockedAcquire
+}
+
+// blockedAcquire is one registered wait.
+type blockedAcquire struct {
+	ch    chan waitResult
+	since time.Time
 }
 
 // waitKey names a blocked Acquire: a session's wait id.
@@ -28,45 +41,69 @@ type waitResult struct {
 	err error
 }
 
-func newLockWaits() *lockWaits { return &lockWaits{m: map[waitKey]chan waitResult{}} }
+func newLockWaits(clock session.Clock, observe prometheus.Observer) *lockWaits {
+	return &lockWaits{clock: clock, observe: observe, m: map[waitKey]*blockedAcquire{}}
+}
 
 // register records a blocked Acquire before it is proposed (the grant may
 // come in the very apply that queues it). unregister forgets it, unless a
-// later register of the same key replaced it.
+// later register of the same key replaced it. A re-issue of a wait still
+// registered (its client reconnected) keeps the wait's start.
 func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister func()) {
-	ch := make(chan waitResult, 1)
+	b := &blockedAcquire{ch: make(chan waitResult, 1), since: w.clock.Now()}
 	w.mu.Lock()
-	w.m[k] = ch
+	if old, ok := w.m[k]; ok {
+		b.since = old.since
+	}
+	w.m[k] = b
 	w.mu.Unlock()
-	return ch, func() {
+	return b.ch, func() {
 		w.mu.Lock()
-		if w.m[k] == ch {
+		if w.m[k] == b {
 			delete(w.m, k)
 		}
 		w.mu.Unlock()
 	}
 }
 
-// wake ends the blocked Acquire k, if it is registered here.
+// wake ends the blocked Acquire k, if it is registered here; a grant is
+// observed in the lock wait histogram.
 func (w *lockWaits) wake(k waitKey, r waitResult) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.m[k]; ok {
+	if b, ok := w.m[k]; ok {
 		select {
-		case ch <- r:
+		case b.ch <- r:
 		default:
 		}
 		delete(w.m, k)
+		if r.err == nil {
+			w.observe.Observe(w.clock.Now().Sub(b.since).Seconds())
+		}
 	}
+}
+
+// since returns when each of the waits ks was registered here (those that
+// are).
+func (w *lockWaits) since(ks []waitKey) map[waitKey]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[waitKey]time.Time, len(ks))
+	for _, k := range ks {
+		if b, ok := w.m[k]; ok {
+			out[k] = b.since
+		}
+	}
+	return out
 }
 
 // failAll ends every blocked Acquire with err.
 func (w *lockWaits) failAll(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, ch := range w.m {
+	for k, b := range w.m {
 		select {
-		case ch <- waitResult{err: err}:
+		case b.ch <- waitResult{err: err}:
 		default:
 		}
 		delete(w.m, k)

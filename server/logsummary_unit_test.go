@@ -52,7 +52,7 @@ func TestStallFreshLeasesSummarised(t *testing.T) {
 	var out syncBuffer
 	m := newMetrics()
 	lt := newLeaseTable(clk, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info}), &fakeStall{},
-		leaseMetrics{sessions: m.sessions, keepAlives: m.keepAlives, invalidations: m.invalidations})
+		m.lease())
 	for id := uint64(1); id <= 200; id++ {
 		lt.add(clk.Now(), id, unitTTL, nil, "")
 	}

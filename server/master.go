@@ -41,6 +41,9 @@ func (s *Server) establishMaster() {
 	if s.raft.State() != raft.Leader || s.closing.Load() {
 		return
 	}
+	// When this server last heard from the previous leader: the failover
+	// is timed from there to serving (zero for the cell's first master).
+	lastLeader := s.raft.LastContact()
 	if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		s.log.Warn("barrier before serving failed", "err", err)
 		return
@@ -65,6 +68,15 @@ func (s *Server) establishMaster() {
 	}
 	s.epoch.Store(res.Epoch)
 	s.metrics.epoch.Set(float64(res.Epoch))
+	s.metrics.serving.Set(1)
+	if !lastLeader.IsZero() {
+		took := time.Since(lastLeader)
+		s.metrics.failover.Observe(took.Seconds())
+		s.journal.add("master", "serving as master, epoch %d, %d sessions carried over; %v after the last contact with the previous leader",
+			res.Epoch, len(sessions), took.Round(time.Millisecond))
+	} else {
+		s.journal.add("master", "serving as master, epoch %d, %d sessions", res.Epoch, len(sessions))
+	}
 	s.log.Info("serving as master", "epoch", res.Epoch, "sessions", len(sessions))
 }
 
@@ -77,6 +89,9 @@ func (s *Server) revokeMaster() {
 		return
 	}
 	s.log.Info("no longer master")
+	s.metrics.serving.Set(0)
+	s.metrics.epoch.Set(0)
+	s.journal.add("master", "no longer master")
 	s.leases.Demote()
 	s.tracker.reset()
 	s.watches.reset()
@@ -127,4 +142,5 @@ func (s *Server) expireSession(id uint64) {
 		s.leases.remove(id)
 	}
 	s.metrics.expired.Inc()
+	s.journal.add("expiry", "session %d expired", id)
 }

@@ -41,6 +41,11 @@ type membership struct {
 	isMaster  func() bool
 	removed   func() map[string]bool
 	bootstrap func(peers []Peer) error
+	// httpAddr is this server's status address, gossiped so any server's
+	// status page can ask the others for theirs ("" if none); journal
+	// records members' gossip state changes (may be nil).
+	httpAddr string
+	journal  *journal
 
 	mu           sync.Mutex
 	book         map[string]*memberInfo
@@ -62,6 +67,7 @@ type membership struct {
 type memberInfo struct {
 	Peer
 	Gossip string `json:"gossip_addr"`
+	HTTP   string `json:"http_addr,omitempty"`
 	State  string `json:"-"` // alive, suspect, dead, left; "" unknown
 }
 
@@ -78,7 +84,8 @@ type nodeMeta struct {
 	RPC          string `msgpack:"rpc"`
 	Raft         string `msgpack:"raft"`
 	Expect       int    `msgpack:"x"`
-	Bootstrapped bool   `msgpack:"b"` // part of a raft configuration already
+	Bootstrapped bool   `msgpack:"b"`           // part of a raft configuration already
+	HTTP         string `msgpack:"h,omitempty"` // status page and /status ("" if none)
 }
 
 // raftMembers is what membership needs of raft (a *raft.Raft): the
@@ -102,7 +109,7 @@ func (m *membership) bookFile() string { return filepath.Join(m.cfg.DataDir, "me
 // static) and begins joining.
 func (m *membership) start(existing bool) error {
 	cfg := m.cfg
-	self := &memberInfo{Peer: m.self, Gossip: cfg.GossipAddr, State: "alive"}
+	self := &memberInfo{Peer: m.self, Gossip: cfg.GossipAddr, HTTP: m.httpAddr, State: "alive"}
 	m.book[cfg.NodeID] = self
 	m.bootstrapped = existing
 	for _, p := range cfg.StaticPeers {
@@ -136,7 +143,7 @@ func (m *membership) start(existing bool) error {
 	if err != nil {
 		return fmt.Errorf("gossip-addr %s: %w", cfg.GossipAddr, err)
 	}
-	m.meta = nodeMeta{Cell: cfg.Cell, ID: cfg.NodeID, RPC: self.RPCAddr, Raft: self.RaftAddr, Expect: cfg.BootstrapExpect, Bootstrapped: existing}
+	m.meta = nodeMeta{Cell: cfg.Cell, ID: cfg.NodeID, RPC: self.RPCAddr, Raft: self.RaftAddr, Expect: cfg.BootstrapExpect, Bootstrapped: existing, HTTP: m.httpAddr}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
@@ -362,9 +369,14 @@ func (m *membership) update(n *memberlist.Node, state string) {
 	}
 	info.Peer = Peer{ID: meta.ID, RPCAddr: meta.RPC, RaftAddr: meta.Raft}
 	info.Gossip = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	info.HTTP = meta.HTTP
+	changed := info.State != state
 	info.State = state
 	m.saveLocked()
 	m.mu.Unlock()
+	if changed && m.journal != nil && meta.ID != m.cfg.NodeID {
+		m.journal.add("member", "%s is %s (gossip)", meta.ID, state)
+	}
 	m.poke()
 }
 

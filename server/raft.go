@@ -44,6 +44,7 @@ func (s *Server) startRaft() error {
 	if s.cfg.WrapLogStore != nil {
 		logStore = s.cfg.WrapLogStore(store)
 	}
+	logStore = timedLogStore{LogStore: logStore, observe: s.metrics.logStore}
 	logs, err := raft.NewLogCache(1024, logStore)
 	if err != nil {
 		store.Close()
@@ -94,6 +95,7 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
+	s.startObserver()
 	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
 	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
 	return nil
@@ -165,6 +167,7 @@ func (s *Server) removedServers() map[string]bool {
 func (s *Server) stopRaft() {
 	transportClosed := false
 	if s.raft != nil {
+		s.stopObserver()
 		done := make(chan error, 1)
 		go func() { done <- s.raft.Shutdown().Error() }()
 		var err error

@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/session"
 )
 
@@ -48,11 +49,15 @@ type Server struct {
 	existing  bool // raft had state on disk at start
 	notifyCh  chan bool
 
-	ln       net.Listener
-	tls      *tlsMaterial // nil: a dev cell without TLS
-	httpSrv  *http.Server
-	httpLn   net.Listener
-	metrics  *metrics
+	ln      net.Listener
+	tls     *tlsMaterial // nil: a dev cell without TLS
+	httpSrv *http.Server
+	httpLn  net.Listener
+	metrics *metrics
+	// journal keeps recent cell events for the status page; watch turns
+	// raft observations into journal entries, metrics and follower health.
+	journal  *journal
+	watch    *raftWatch
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
 	shutdown chan struct{}
@@ -109,20 +114,26 @@ func New(cfg Config) (*Server, error) {
 		fsm:      newFSM(cfg.Cell),
 		conns:    map[*conn]struct{}{},
 		shutdown: make(chan struct{}),
-		waits:    newLockWaits(),
 		metrics:  newMetrics(),
 	}
 	m := s.metrics
 	s.frames = semaphore.NewWeighted(cfg.MaxFrameMemory)
+	s.waits = newLockWaits(cfg.Clock, m.lockWait)
+	s.journal = newJournal(cfg.Clock)
 	s.expiryLog = newLogSummary(cfg.Logger.Named("leases"), cfg.Clock, summaryInterval)
 	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
 	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,
-		leaseMetrics{sessions: m.sessions, keepAlives: m.keepAlives, invalidations: m.invalidations})
-	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, s.shutdown, cfg.NodeID)
+		m.lease())
+	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, m.invalWaiting, s.shutdown, cfg.NodeID)
 	s.watches = newWatchTable(s.leases, m.events)
 	s.delays = newLockDelays(cfg.Clock, s.grantDelayed)
 	s.backups = newBackups(cfg.Clock)
 	s.fsm.onApply = s.onApply
+	m.reg.MustRegister(newStateCollector(func() (sum fs.LockSummary) {
+		now := s.clock.Now().UnixNano()
+		s.fsm.read(func(st *fs.State) { sum = st.Locks(now, 0) })
+		return sum
+	}, func() leaseStates { return s.leases.states(s.clock.Now()) }))
 	return s, nil
 }
 
@@ -154,21 +165,27 @@ func (s *Server) Start() error {
 		ln = tls.NewListener(ln, s.tls.serverConfig(false))
 	}
 	s.ln = ln
+	if s.cfg.HTTPAddr != "" {
+		if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+			ln.Close()
+			s.stopRaft()
+			return fmt.Errorf("http-addr %s: %w", s.cfg.HTTPAddr, err)
+		}
+	}
 	s.members = newMembership(s.cfg, Peer{ID: s.cfg.NodeID, RPCAddr: s.RPCAddr(), RaftAddr: string(s.transport.LocalAddr())},
 		s.raft, s.log.Named("members"))
 	s.members.isMaster, s.members.removed, s.members.bootstrap = s.IsMaster, s.removedServers, s.bootstrap
+	s.members.httpAddr, s.members.journal = s.HTTPAddr(), s.journal
 	if err := s.members.start(s.existing); err != nil {
 		ln.Close()
+		if s.httpLn != nil {
+			s.httpLn.Close()
+		}
 		s.stopRaft()
 		return err
 	}
-	if s.cfg.HTTPAddr != "" {
-		if err := s.startHTTP(); err != nil {
-			ln.Close()
-			s.members.shutdown()
-			s.stopRaft()
-			return err
-		}
+	if s.httpLn != nil {
+		s.serveHTTP()
 	}
 	if err := s.maybeBootstrap(); err != nil {
 		ln.Close()

@@ -435,6 +435,15 @@ func TestCellMasterKill(t *testing.T) {
 	if took := first.at.Sub(killed); took > failoverBound {
 		t.Errorf("writes resumed %v after the kill, want < %v", took, failoverBound)
 	}
+	// The new master measured the failover it served (chubby_failover_seconds:
+	// from its last contact with the old leader to serving) and saw the
+	// leadership change.
+	if n, sum := nm.Metric(t, "chubby_failover_seconds_count"), nm.Metric(t, "chubby_failover_seconds_sum"); n != 1 || sum <= 0 || sum > failoverBound.Seconds() {
+		t.Errorf("new master %s: chubby_failover_seconds count %v, sum %vs; want one failover of at most %v", nm.NodeID, n, sum, failoverBound)
+	}
+	if n := nm.Metric(t, "chubby_leader_changes_total"); n < 2 {
+		t.Errorf("new master %s: chubby_leader_changes_total %v, want the first leader and the new one at least", nm.NodeID, n)
+	}
 	loop.waitCount(t, len(loop.acked())+20, 20*time.Second)
 	loop.halt()
 

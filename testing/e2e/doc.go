@@ -27,6 +27,10 @@
 //	TestKillToGrant                   issue 16: 20 SIGKILLed holders; grant ≤ TTL + lock-delay + 100 ms
 //	                                  after the kill, never before the holder's lease ended
 //	TestCellFailoverTimes             CHUBBY_FAILOVER_RUNS=N: SIGKILL → first write, N runs and median
+//	TestBackupRestore                 issue 15: snapshot save, wipe, chubbyd restore, start: permanent
+//	                                  nodes back, old sequencer invalid, damaged backups refused
+//	TestBackupRestoreCell             the same for three servers: restore one, two join with -join;
+//	                                  every node on every replica
 //
 // The tests wait on leases and lock-delays, not on CPU, so TestMain lets
 // them all run in parallel (unless -test.parallel is given); each has its
