@@ -28,19 +28,19 @@
 //
 // # How it works
 //
-//	 every member                           the coordinator (holder of DIR/coordinator)
-//	 ───────────                            ───────────────
-//	 Join: members/NAME (ephemeral)  ──child_added/removed──▶ ReadDir(members), read table,
-//	                                                          Balance, write table
-//	                                                          WithSequencer(coordinator's seq)
-//	 loop, woken by events           ◀──contents_modified──── DIR/assignment
-//	   read table; for items:
-//	     held, not mine ─▶ OnRevoked(ctx with RevokeTimeout) ─▶ Release
-//	     mine, not held ─▶ Acquire (queued by the master behind the
-//	                        previous owner's release, or its expiry +
-//	                        lock-delay) ─▶ OnAssigned
-//	     lock ctx done  ─▶ OnLost (jeopardy, expiry)
-//	   ─▶ Assignments (latest state, coalesced)
+//	every member                           the coordinator (holder of DIR/coordinator)
+//	───────────                            ───────────────
+//	Join: members/NAME (ephemeral)  ──child_added/removed──▶ ReadDir(members), read table,
+//	                                                         Balance, write table
+//	                                                         WithSequencer(coordinator's seq)
+//	loop, woken by events           ◀──contents_modified──── DIR/assignment
+//	  read table; for items:
+//	    held, not mine ─▶ OnRevoked(ctx with RevokeTimeout) ─▶ Release
+//	    mine, not held ─▶ Acquire (queued by the master behind the
+//	                       previous owner's release, or its expiry +
+//	                       lock-delay) ─▶ OnAssigned
+//	    lock ctx done  ─▶ OnLost (jeopardy, expiry)
+//	  ─▶ Assignments (latest state, coalesced)
 //
 // Every member campaigns for the coordinator's lock (a blocking Acquire,
 // no lock-delay: the table's writes are fenced, so a deposed coordinator's
