@@ -79,7 +79,16 @@ func (g *group) callbacks() []callback {
 func (g *group) join(name string, opts ...assign.Option) *assign.Member {
 	g.t.Helper()
 	p := g.c.NewProxy(g.t)
-	cl := g.c.Dial(g.t, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl, Grace: time.Second, LockDelay: lockDelay})
+	g.proxies[name] = p
+	g.joinWith(name, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl, Grace: time.Second, LockDelay: lockDelay}, opts...)
+	return g.members[name]
+}
+
+// joinWith dials a client with cfg and joins it as name; it returns the
+// client.
+func (g *group) joinWith(name string, cfg client.Config, opts ...assign.Option) *client.Client {
+	g.t.Helper()
+	cl := g.c.Dial(g.t, cfg)
 	opts = append([]assign.Option{assign.Name(name), assign.RevokeTimeout(3 * time.Second),
 		assign.OnAssigned(func(items []assign.Item) { g.record("assigned", name, items) }),
 		assign.OnLost(func(items []assign.Item) { g.record("lost", name, items) }),
@@ -101,8 +110,7 @@ func (g *group) join(name string, opts ...assign.Option) *assign.Member {
 		mb.Leave(ctx)
 	})
 	g.members[name] = mb
-	g.proxies[name] = p
-	return mb
+	return cl
 }
 
 func (g *group) table() assign.Table {

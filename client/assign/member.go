@@ -182,14 +182,14 @@ func (mb *Member) setup(ctx context.Context) error {
 	// Subscribed before anything is read: no change is missed between.
 	mb.unsub = c.Subscribe(mb.onEvent)
 	for _, d := range []string{dir, mb.membersPath, path.Join(dir, itemsDir)} {
-		h, err := c.Open(ctx, d, client.CreateDir())
+		h, err := openOrCreate(ctx, c, d, client.CreateDir())
 		if err != nil {
 			return err
 		}
 		h.Close()
 	}
 	var err error
-	if mb.assignH, err = c.Open(ctx, mb.assignPath, client.Create(), client.WithEvents(client.EventContentsModified)); err != nil {
+	if mb.assignH, err = openOrCreate(ctx, c, mb.assignPath, client.Create(), client.WithEvents(client.EventContentsModified)); err != nil {
 		return err
 	}
 	data, _, err := mb.assignH.GetContentsAndStat(ctx)
@@ -203,7 +203,7 @@ func (mb *Member) setup(ctx context.Context) error {
 	if t.Items != 0 && t.Items != mb.m {
 		return fmt.Errorf("%w: the group has %d items, not %d", ErrItemCount, t.Items, mb.m)
 	}
-	if mb.coordH, err = c.Open(ctx, path.Join(dir, coordinatorFile), client.Create()); err != nil {
+	if mb.coordH, err = openOrCreate(ctx, c, path.Join(dir, coordinatorFile), client.Create()); err != nil {
 		return err
 	}
 	opts := []client.OpenOption{client.Ephemeral(), client.FailIfExists()}
@@ -214,6 +214,18 @@ func (mb *Member) setup(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// openOrCreate opens path, and only if it is missing opens it with create
+// (CreateDir or Create): a creating Open is a write, which waits for every
+// session caching the node to acknowledge its invalidation — a member cut
+// off from the cell would hold up every Join for its lease.
+func openOrCreate(ctx context.Context, c *client.Client, p string, create client.OpenOption, opts ...client.OpenOption) (*client.Handle, error) {
+	h, err := c.Open(ctx, p, opts...)
+	if !errors.Is(err, client.ErrNoSuchNode) {
+		return h, err
+	}
+	return c.Open(ctx, p, append([]client.OpenOption{create}, opts...)...)
 }
 
 // teardown ends the subscription and closes the handles.
@@ -518,7 +530,7 @@ func (mb *Member) startAcquire(n int) {
 	if h == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, callTimeout)
 		var err error
-		h, err = mb.c.Open(ctx, path.Join(mb.dir, itemsDir, fmt.Sprint(n)), client.Create())
+		h, err = openOrCreate(ctx, mb.c, path.Join(mb.dir, itemsDir, fmt.Sprint(n)), client.Create())
 		cancel()
 		if err != nil {
 			mb.log.Warn("open item", "item", n, "err", err)
