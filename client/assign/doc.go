@@ -69,6 +69,13 @@
 // an owner that was paused past its lease holds a sequencer the store
 // refuses once the new owner has used its own.
 //
+// Every member caches the table, so, as Chubby's cache coherence has it,
+// the coordinator's write of a new table commits only once every member
+// acknowledged the invalidation or its lease ran out on the master: a
+// member cut off from the cell holds up rebalancing until then (at most its
+// TTL; that is also when a dead member's session expires, so it costs no
+// extra time on the way to re-owning a dead member's items).
+//
 // A member in jeopardy reports all its items lost at once (their Ctx are
 // done). If the session comes back safe, it still holds the locks on the
 // master: the member acquires the items the table still gives it again
