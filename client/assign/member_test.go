@@ -280,3 +280,37 @@ func TestAssignmentsCoalesce(t *testing.T) {
 	}
 	g.settle("b")
 }
+
+// TestRevokeTimeoutBoundsAStuckCallback: an OnRevoked that never returns
+// holds the items up only for RevokeTimeout: then they are released (their
+// Ctx done) and the joiner owns them.
+func TestRevokeTimeoutBoundsAStuckCallback(t *testing.T) {
+	g := newGroup(t, 4)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	var sawDeadline sync.Once
+	deadline := make(chan time.Duration, 1)
+	g.onRev = func(member string, ctx context.Context, items []assign.Item) {
+		if member != "a" {
+			return
+		}
+		sawDeadline.Do(func() {
+			d, _ := ctx.Deadline()
+			deadline <- time.Until(d)
+		})
+		<-stuck // never finishes its step
+	}
+	g.join("a", assign.RevokeTimeout(300*time.Millisecond))
+	g.settle("a")
+	start := time.Now()
+	g.join("b")
+	g.settle("a", "b")
+	took := time.Since(start)
+	if d := <-deadline; d <= 0 || d > 300*time.Millisecond {
+		t.Errorf("OnRevoked's ctx deadline was %v away, want within RevokeTimeout 300ms", d)
+	}
+	if took < 300*time.Millisecond {
+		t.Errorf("the items moved %v after the join, before the revoke timeout", took)
+	}
+	t.Logf("a stuck OnRevoked held the move up for %v (RevokeTimeout 300ms)", took.Round(time.Millisecond))
+}
