@@ -459,10 +459,11 @@ func (mb *Member) reconcile() (ended bool) {
 		}
 	}
 	for n := range mb.stale {
-		if !mine[n] {
-			mb.releaseItem(n)
-			delete(mb.stale, n)
+		if _, waiting := mb.pending[n]; waiting || mine[n] {
+			continue // taken back, or released once its acquisition ends
 		}
+		mb.releaseItem(n)
+		delete(mb.stale, n)
 	}
 	for n := range mine {
 		if _, ok := mb.held[n]; ok {
