@@ -83,6 +83,10 @@
 // the others. If the session expires, the member ends (Done, Err); a
 // program that wants to go on joins again with a new client.
 //
+// Files: balance.go Balance and Moves (pure); table.go the Table and its
+// JSON; member.go Join, the member's reconcile loop and Leave;
+// coordinator.go the campaign and the rebalancing; options.go the options.
+//
 // Callbacks run on the member's loop, one at a time, and must not call
 // Leave; OnRevoked runs on its own goroutine so the loop can go on at its
 // deadline (it may then still be running when later callbacks are).
