@@ -89,7 +89,7 @@ func (g *group) join(name string, opts ...assign.Option) *assign.Member {
 func (g *group) joinWith(name string, cfg client.Config, opts ...assign.Option) *client.Client {
 	g.t.Helper()
 	cl := g.c.Dial(g.t, cfg)
-	opts = append([]assign.Option{assign.Name(name), assign.RevokeTimeout(3 * time.Second),
+	opts = append([]assign.Option{assign.Name(name), assign.RevokeTimeout(3 * time.Second), assign.Logger(g.c.Logger()),
 		assign.OnAssigned(func(items []assign.Item) { g.record("assigned", name, items) }),
 		assign.OnLost(func(items []assign.Item) { g.record("lost", name, items) }),
 		assign.OnRevoked(func(ctx context.Context, items []assign.Item) {

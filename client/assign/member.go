@@ -297,8 +297,10 @@ func (mb *Member) Coordinator() bool {
 // wants to go on joins again with a new client).
 func (mb *Member) Done() <-chan struct{} { return mb.done }
 
-// Err says why the member ended (nil while it runs): ErrLeft,
-// client.ErrSessionExpired, client.ErrClosed or ErrItemCount.
+// Err says why the member ended (nil while it runs): ErrLeft after
+// Leave; client.ErrSessionExpired when its session ended (expired, or
+// closed by Client.Close); ErrItemCount when the group's table has another
+// number of items.
 func (mb *Member) Err() error {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
@@ -365,10 +367,13 @@ func (mb *Member) retryOK() {
 // reconcile brings the member's locks in line with the table; it reports
 // whether the member ended.
 func (mb *Member) reconcile() (ended bool) {
-	// Locks that may have been lost (jeopardy, expiry): gone at once.
+	// Locks that may have been lost (jeopardy, expiry): gone at once. Out
+	// of a safe session every lock is lost (the client marks them one by
+	// one): all of them are reported together.
+	state := mb.c.State()
 	var lost []Item
 	for n, it := range mb.held {
-		if it.Ctx.Err() == nil {
+		if it.Ctx.Err() == nil && state == client.SessionSafe {
 			continue
 		}
 		delete(mb.held, n)
@@ -384,15 +389,13 @@ func (mb *Member) reconcile() (ended bool) {
 	}
 	select {
 	case <-mb.c.Done():
-		err := client.ErrClosed
-		if mb.c.Session().State == client.SessionExpired {
-			err = client.ErrSessionExpired
-		}
-		mb.finish(err)
+		// Expired, or ended by Client.Close (which the client may also
+		// report as expired: the master ends the session first).
+		mb.finish(fmt.Errorf("%w: the member's session ended", client.ErrSessionExpired))
 		return true
 	default:
 	}
-	if mb.c.State() != client.SessionSafe {
+	if state != client.SessionSafe {
 		mb.publish() // without the lost items; woken again at safe
 		return false
 	}
@@ -453,11 +456,11 @@ func (mb *Member) reconcile() (ended bool) {
 	if len(revoked) > 0 {
 		mb.revoke(mb.ctx, revoked)
 	}
-	for n, cancel := range mb.pending {
-		if !mine[n] {
-			cancel()
-		}
-	}
+	// An acquisition under way of an item no longer ours is let finish,
+	// not cancelled: a cancelled blocking Acquire may still be queued and
+	// granted later to the session, unknown to the handle (a race of the
+	// cell's CancelAcquire with the Acquire). Granted, the item is released
+	// at once; the new owner waits behind us for that hand-off.
 	for n := range mb.stale {
 		if _, waiting := mb.pending[n]; waiting || mine[n] {
 			continue // taken back, or released once its acquisition ends
@@ -593,16 +596,6 @@ func (mb *Member) publish() {
 
 // leave is Leave's work, on the loop.
 func (mb *Member) leave(ctx context.Context) {
-	for _, cancel := range mb.pending {
-		cancel()
-	}
-	mb.acquiring.Wait()
-	for _, r := range mb.takeResults() {
-		if r.err == nil {
-			mb.releaseItem(r.n) // granted as it was cancelled
-		}
-	}
-	mb.pending = map[int]context.CancelFunc{}
 	var items []Item
 	for _, it := range mb.held {
 		items = append(items, it)
@@ -610,6 +603,31 @@ func (mb *Member) leave(ctx context.Context) {
 	if len(items) > 0 {
 		mb.revoke(ctx, items)
 	}
+	// Acquisitions under way are let finish while their previous owners
+	// revoke (see reconcile: a cancelled Acquire may be granted later);
+	// then cancelled.
+	finished := make(chan struct{})
+	go func() {
+		mb.acquiring.Wait()
+		close(finished)
+	}()
+	wait := time.NewTimer(mb.o.revokeTimeout + callTimeout)
+	select {
+	case <-finished:
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	wait.Stop()
+	for _, cancel := range mb.pending {
+		cancel()
+	}
+	<-finished
+	for _, r := range mb.takeResults() {
+		if r.err == nil {
+			mb.releaseItem(r.n) // granted while we left
+		}
+	}
+	mb.pending = map[int]context.CancelFunc{}
 	for n := range mb.stale {
 		mb.releaseItem(n)
 	}

@@ -171,13 +171,14 @@ func TestDeadMemberItemsReowned(t *testing.T) {
 	if err := g.members["b"].Err(); !errors.Is(err, client.ErrSessionExpired) {
 		t.Errorf("the dead member's Err = %v, want ErrSessionExpired", err)
 	}
-	lost := false
+	var lost []int
 	for _, cb := range g.callbacks() {
-		if cb.kind == "lost" && cb.member == "b" && slices.Equal(cb.items, victim) {
-			lost = true
+		if cb.kind == "lost" && cb.member == "b" {
+			lost = append(lost, cb.items...)
 		}
 	}
-	if !lost {
+	slices.Sort(lost)
+	if !slices.Equal(lost, victim) {
 		t.Errorf("OnLost was not called with the dead member's items %v: %v", victim, g.callbacks())
 	}
 	g.settle("a", "c")
@@ -313,4 +314,32 @@ func TestRevokeTimeoutBoundsAStuckCallback(t *testing.T) {
 		t.Errorf("the items moved %v after the join, before the revoke timeout", took)
 	}
 	t.Logf("a stuck OnRevoked held the move up for %v (RevokeTimeout 300ms)", took.Round(time.Millisecond))
+}
+
+// TestClosedClientItemsMoveAtOnce: a member whose client is closed (its
+// session ended, its locks released without lock-delay) ends with
+// ErrSessionExpired, and the others own its items without waiting for a
+// TTL.
+func TestClosedClientItemsMoveAtOnce(t *testing.T) {
+	g := newGroup(t, 6)
+	p := g.c.NewProxy(t)
+	cl := g.joinWith("a", client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: 10 * time.Second, LockDelay: 10 * time.Second})
+	g.join("b")
+	g.join("c")
+	t1 := g.settle("a", "b", "c")
+	start := time.Now()
+	cl.Close()
+	wait.For(t, 0, "a to end", func() bool { return wait.Closed(g.members["a"].Done()) })
+	if err := g.members["a"].Err(); !errors.Is(err, client.ErrSessionExpired) {
+		t.Errorf("Err of a member whose client was closed: %v, want ErrSessionExpired", err)
+	}
+	t2 := g.settle("b", "c")
+	took := time.Since(start)
+	if moved := assign.Moves(t1.Owners(), t2.Owners()); moved != len(t1.Of("a")) {
+		t.Errorf("%d items moved, a had %d", moved, len(t1.Of("a")))
+	}
+	if took > 5*time.Second {
+		t.Errorf("a closed client's items moved after %v: they waited for its TTL or lock-delay (10 s)", took)
+	}
+	t.Logf("closed client: items owned again after %v", took.Round(time.Millisecond))
 }
