@@ -457,10 +457,13 @@ func (mb *Member) reconcile() (ended bool) {
 		mb.revoke(mb.ctx, revoked)
 	}
 	// An acquisition under way of an item no longer ours is let finish,
-	// not cancelled: a cancelled blocking Acquire may still be queued and
-	// granted later to the session, unknown to the handle (a race of the
-	// cell's CancelAcquire with the Acquire). Granted, the item is released
-	// at once; the new owner waits behind us for that hand-off.
+	// not cancelled: granted, the item is released at once, and the new
+	// owner, queued behind us, gets it in that hand-off. (A cancel would
+	// save the hand-off, but masters before the fix of
+	// TestCancelBeforeItsAcquireLeavesNoWait could apply a CancelAcquire
+	// before its Acquire and grant the lock later to a session that had
+	// given it up, unknown to its handle: the item would stay stuck until
+	// the session ended.)
 	for n := range mb.stale {
 		if _, waiting := mb.pending[n]; waiting || mine[n] {
 			continue // taken back, or released once its acquisition ends
@@ -604,8 +607,7 @@ func (mb *Member) leave(ctx context.Context) {
 		mb.revoke(ctx, items)
 	}
 	// Acquisitions under way are let finish while their previous owners
-	// revoke (see reconcile: a cancelled Acquire may be granted later);
-	// then cancelled.
+	// revoke (see reconcile); then cancelled.
 	finished := make(chan struct{})
 	go func() {
 		mb.acquiring.Wait()
