@@ -606,24 +606,12 @@ func (mb *Member) leave(ctx context.Context) {
 	if len(items) > 0 {
 		mb.revoke(ctx, items)
 	}
-	// Acquisitions under way are let finish while their previous owners
-	// revoke (see reconcile); then cancelled.
-	finished := make(chan struct{})
-	go func() {
-		mb.acquiring.Wait()
-		close(finished)
-	}()
-	wait := time.NewTimer(mb.o.revokeTimeout + callTimeout)
-	select {
-	case <-finished:
-	case <-wait.C:
-	case <-ctx.Done():
-	}
-	wait.Stop()
+	// Acquisitions under way are cancelled (the master orders a cancel
+	// after its Acquire; one granted meanwhile is released below).
 	for _, cancel := range mb.pending {
 		cancel()
 	}
-	<-finished
+	mb.acquiring.Wait()
 	for _, r := range mb.takeResults() {
 		if r.err == nil {
 			mb.releaseItem(r.n) // granted while we left
