@@ -343,3 +343,33 @@ func TestClosedClientItemsMoveAtOnce(t *testing.T) {
 	}
 	t.Logf("closed client: items owned again after %v", took.Round(time.Millisecond))
 }
+
+// TestOptionsMetadataAndItemLockDelay: Metadata is the member file's
+// contents; ItemLockOptions sets the items' lock-delay, here 200 ms while
+// the client's default is 15 s, so a cut-off member's items move within
+// TTL + 200 ms + 1 s.
+func TestOptionsMetadataAndItemLockDelay(t *testing.T) {
+	g := newGroup(t, 4)
+	for _, name := range []string{"a", "b"} {
+		p := g.c.NewProxy(t)
+		g.proxies[name] = p
+		g.joinWith(name, client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: ttl, Grace: time.Second},
+			assign.Metadata([]byte("addr-of-"+name)), assign.ItemLockOptions(client.LockDelay(lockDelay)))
+	}
+	g.settle("a", "b")
+	h, err := g.obs.Open(ctxT(t), g.dir+"/members/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, st, err := h.GetContentsAndStat(ctxT(t)); err != nil || string(data) != "addr-of-a" || !st.Ephemeral {
+		t.Fatalf("member file: %q %+v %v; want ephemeral with the metadata", data, st, err)
+	}
+	cut := time.Now()
+	g.proxies["a"].Blackhole()
+	g.settle("b")
+	took := time.Since(cut)
+	t.Logf("items re-owned %v after the cut (item lock-delay 200ms, client default 15s)", took.Round(time.Millisecond))
+	if bound := ttl + lockDelay + time.Second; took > bound {
+		t.Errorf("re-owned after %v, bound %v: the items' lock-delay was not ItemLockOptions'", took, bound)
+	}
+}
