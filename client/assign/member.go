@@ -425,13 +425,14 @@ func (mb *Member) reconcile() (ended bool) {
 
 	// Acquisitions that finished.
 	var newly []Item
+	failed := false
 	for _, r := range mb.takeResults() {
 		delete(mb.pending, r.n)
 		switch {
 		case r.err != nil:
 			if mb.ctx.Err() == nil && mine[r.n] && !errors.Is(r.err, context.Canceled) {
 				mb.log.Warn("acquire item", "item", r.n, "err", r.err)
-				mb.retry()
+				failed = true
 			}
 		case r.ctx.Err() != nil:
 			mb.stale[r.n] = true // lost before it could be used
@@ -468,8 +469,11 @@ func (mb *Member) reconcile() (ended bool) {
 		if _, waiting := mb.pending[n]; waiting || mine[n] {
 			continue // taken back, or released once its acquisition ends
 		}
-		mb.releaseItem(n)
-		delete(mb.stale, n)
+		if mb.clearItem(n) {
+			delete(mb.stale, n)
+		} else {
+			failed = true
+		}
 	}
 	for n := range mine {
 		if _, ok := mb.held[n]; ok {
@@ -478,7 +482,9 @@ func (mb *Member) reconcile() (ended bool) {
 		if _, ok := mb.pending[n]; ok {
 			continue
 		}
-		mb.startAcquire(n)
+		if !mb.startAcquire(n) {
+			failed = true
+		}
 	}
 	if len(newly) > 0 {
 		sortItems(newly)
@@ -487,7 +493,11 @@ func (mb *Member) reconcile() (ended bool) {
 			mb.o.onAssigned(newly)
 		}
 	}
-	mb.retryOK()
+	if failed {
+		mb.retry()
+	} else {
+		mb.retryOK()
+	}
 	mb.publish()
 	return false
 }
@@ -517,7 +527,10 @@ func (mb *Member) revoke(ctx context.Context, items []Item) {
 	}
 }
 
-// releaseItem releases item n's lock, if the handle holds it.
+// releaseItem releases item n's lock, if the handle holds it. A release
+// that got no answer from the cell may have left the lock with the session
+// (the handle forgets it whatever happens): the item is then marked stale,
+// for clearItem.
 func (mb *Member) releaseItem(n int) {
 	h := mb.handles[n]
 	if h == nil {
@@ -527,12 +540,41 @@ func (mb *Member) releaseItem(n int) {
 	defer cancel()
 	if err := h.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
 		mb.log.Warn("release item", "item", n, "err", err)
+		mb.stale[n] = true
+		mb.retry()
 	}
 }
 
+// clearItem makes sure the session does not hold item n's lock, whether
+// or not the handle knows of the hold: a TryAcquire gets the session's
+// hold back if it has one (or the lock, if it is free) and a Release frees
+// it; a lock another session holds, or in its lock-delay, is not ours. It
+// reports whether that is settled.
+func (mb *Member) clearItem(n int) bool {
+	h := mb.handles[n]
+	if h == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	err := h.TryAcquire(ctx, client.Exclusive, mb.o.lockOpts...)
+	switch {
+	case errors.Is(err, client.ErrLockHeld), errors.Is(err, client.ErrLockDelay):
+		return true
+	case err == nil:
+		err = h.Release(ctx)
+		if err == nil || errors.Is(err, client.ErrNotHeld) {
+			return true
+		}
+	}
+	mb.log.Warn("clear item", "item", n, "err", err)
+	return false
+}
+
 // startAcquire acquires item n's lock in the background; the result wakes
-// the loop.
-func (mb *Member) startAcquire(n int) {
+// the loop. It reports false if it could not start (the item's file could
+// not be opened).
+func (mb *Member) startAcquire(n int) bool {
 	h := mb.handles[n]
 	if h == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, callTimeout)
@@ -541,8 +583,7 @@ func (mb *Member) startAcquire(n int) {
 		cancel()
 		if err != nil {
 			mb.log.Warn("open item", "item", n, "err", err)
-			mb.retry()
-			return
+			return false
 		}
 		mb.handles[n] = h
 	}
@@ -564,6 +605,7 @@ func (mb *Member) startAcquire(n int) {
 		mb.mu.Unlock()
 		poke(mb.kick)
 	}()
+	return true
 }
 
 func (mb *Member) takeResults() []acqResult {
@@ -619,7 +661,7 @@ func (mb *Member) leave(ctx context.Context) {
 	}
 	mb.pending = map[int]context.CancelFunc{}
 	for n := range mb.stale {
-		mb.releaseItem(n)
+		mb.clearItem(n)
 	}
 	mb.stopCoord()
 	<-mb.coordDone

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/client/assign"
 	"github.com/chubby-dev/chubby/testing/wait"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TestGroupLifecycle: three members share ten items, each owned exactly
@@ -371,5 +373,31 @@ func TestOptionsMetadataAndItemLockDelay(t *testing.T) {
 	t.Logf("items re-owned %v after the cut (item lock-delay 200ms, client default 15s)", took.Round(time.Millisecond))
 	if bound := ttl + lockDelay + time.Second; took > bound {
 		t.Errorf("re-owned after %v, bound %v: the items' lock-delay was not ItemLockOptions'", took, bound)
+	}
+}
+
+// TestUnansweredReleaseIsCleared: a revoked item's Release that never
+// reaches the cell (the request lost; the client gives up after its
+// timeout) leaves the lock with the member's session while its handle
+// forgets it. The member notices the failure and clears the lock itself
+// (TryAcquire gets its hold back, Release frees it), so the new owner gets
+// the item without waiting for the old member's session to end.
+func TestUnansweredReleaseIsCleared(t *testing.T) {
+	g := newGroup(t, 2)
+	a := g.join("a")
+	g.settle("a")
+	var dropped atomic.Int32
+	g.proxies["a"].DropRequests(func(req *wire.Request) bool {
+		return req.Method == wire.MRelease && dropped.CompareAndSwap(0, 1)
+	})
+	start := time.Now()
+	g.join("b")
+	g.settle("a", "b")
+	if dropped.Load() != 1 {
+		t.Fatal("no Release was dropped")
+	}
+	t.Logf("the item moved %v after the join, its first Release lost", time.Since(start).Round(time.Millisecond))
+	if len(a.Current().Items) != 1 {
+		t.Fatalf("a holds %v", a.Current().Numbers())
 	}
 }
