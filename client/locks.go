@@ -126,9 +126,14 @@ func (h *Handle) TryAcquire(ctx context.Context, mode Mode, opts ...LockOption) 
 func (h *Handle) setHeld(seq Sequencer, delay time.Duration) {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
-	if h.lock != nil && h.lock.seq == seq {
+	if h.lock != nil && h.lock.seq == seq && h.lock.ctx.Err() == nil {
 		return
 	}
+	// A new acquisition, or the same hold given back by the master after
+	// its lost signal fired (an Acquire by a session that came back from
+	// jeopardy still holding the lock): a fresh context, so LockContext
+	// and LockLost follow the hold again.
+
 	ctx, lose := context.WithCancelCause(context.Background())
 	h.lock = &heldLock{seq: seq, delay: max(delay, 0), ctx: ctx, lose: lose}
 	h.c.held[h] = struct{}{}

@@ -274,11 +274,24 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 	c.callID = 0
 	// Register before proposing: the grant may come in the very apply that
 	// queues us, or in any later one.
-	ch, unregister := s.waits.register(waitKey{c.req.Session, a.WaitID})
+	k := waitKey{c.req.Session, a.WaitID}
+	ch, unregister, ok := s.waits.register(k)
+	if !ok {
+		return nil, fmt.Errorf("%w: wait %d on %s was cancelled before it arrived", fs.ErrBadRequest, a.WaitID, a.Path)
+	}
 	res, err := s.apply(c, cmd)
 	if err != nil {
 		unregister()
 		return nil, err
+	}
+	if s.waits.cancelRequested(k) {
+		// Its cancel was proposed before this Acquire was applied and found
+		// nothing: cancel again, now that the wait (or grant) exists.
+		unregister()
+		if _, err := s.apply(c, fs.NewCommand(&fs.CancelWait{Path: a.Path, WaitID: a.WaitID})); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: wait %d on %s was cancelled", fs.ErrBadRequest, a.WaitID, a.Path)
 	}
 	if !res.Queued {
 		unregister()
@@ -310,6 +323,7 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 }
 
 func (s *Server) cancelAcquire(c *call, a *wire.CancelAcquireArgs) (any, error) {
+	s.waits.cancel(waitKey{c.req.Session, a.WaitID}, time.Now())
 	_, err := s.apply(c, fs.NewCommand(&fs.CancelWait{Path: a.Path, WaitID: a.WaitID}))
 	return wire.Empty{}, err
 }

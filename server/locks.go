@@ -12,15 +12,27 @@ import (
 )
 
 // lockWaits is the master's registry of blocked Acquires: each waits on a
-// channel for the apply that grants or cancels its wait. It also remembers
-// when each wait was registered on this master, for the lock wait
-// histogram and the status page (a wait re-issued to a new master after a
-// failover counts from its re-issue).
+// channel for the apply that grants or cancels its wait. It remembers when
+// each wait was registered on this master, for the lock wait histogram and
+// the status page (a wait re-issued to a new master after a failover counts
+// from its re-issue).
+//
+// It also orders a CancelAcquire after the Acquire it cancels. A
+// connection's calls run concurrently, so a client's CancelAcquire (sent
+// when its Acquire's context ended) may be applied before that Acquire is:
+// the cancel finds no wait, and the Acquire then queues — and is granted
+// later to a session that no longer wants it, unknown to its handle. So a
+// cancel of a wait that is registered (its Acquire under way) flags it,
+// and the Acquire, once applied, cancels itself (cancelRequested); a
+// cancel of a wait not registered yet leaves a tombstone, and the Acquire
+// that comes after it is refused (register).
 type lockWaits struct {
-	clock   session.Clock
-	observe prometheus.Observer // queued → granted
-	mu      sync.Mutex
-	m       map[waitKey]*blockedAcquire
+	clock     session.Clock
+	observe   prometheus.Observer // queued → granted
+	mu        sync.Mutex
+	m         map[waitKey]*blockedAcquire
+	flagged   map[waitKey]bool      // cancelled while registered
+	cancelled map[waitKey]time.Time // cancelled before registered (tombstones)
 }
 
 // blockedAcquire is one registered wait.
@@ -28,6 +40,10 @@ type blockedAcquire struct {
 	ch    chan waitResult
 	since time.Time
 }
+
+// tombstoneTTL is how long a cancel of a wait not yet seen is remembered:
+// far longer than a request can sit between the client and the proposer.
+const tombstoneTTL = time.Minute
 
 // waitKey names a blocked Acquire: a session's wait id.
 type waitKey struct {
@@ -42,28 +58,66 @@ type waitResult struct {
 }
 
 func newLockWaits(clock session.Clock, observe prometheus.Observer) *lockWaits {
-	return &lockWaits{clock: clock, observe: observe, m: map[waitKey]*blockedAcquire{}}
+	return &lockWaits{clock: clock, observe: observe, m: map[waitKey]*blockedAcquire{}, flagged: map[waitKey]bool{},
+		cancelled: map[waitKey]time.Time{}}
 }
 
 // register records a blocked Acquire before it is proposed (the grant may
 // come in the very apply that queues it). unregister forgets it, unless a
-// later register of the same key replaced it. A re-issue of a wait still
-// registered (its client reconnected) keeps the wait's start.
-func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister func()) {
+// later register of the same key replaced it. ok is false, and nothing is
+// registered, if the wait was cancelled before it got here: the Acquire
+// must not be proposed. A re-issue of a wait still registered (its client
+// reconnected) keeps the wait's start.
+func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister func(), ok bool) {
 	b := &blockedAcquire{ch: make(chan waitResult, 1), since: w.clock.Now()}
 	w.mu.Lock()
+	if _, gone := w.cancelled[k]; gone {
+		delete(w.cancelled, k)
+		w.mu.Unlock()
+		return nil, func() {}, false
+	}
 	if old, ok := w.m[k]; ok {
 		b.since = old.since
 	}
 	w.m[k] = b
+	delete(w.flagged, k)
 	w.mu.Unlock()
 	return b.ch, func() {
 		w.mu.Lock()
 		if w.m[k] == b {
 			delete(w.m, k)
+			delete(w.flagged, k)
 		}
 		w.mu.Unlock()
+	}, true
+}
+
+// cancel notes a CancelAcquire of k, before it is proposed: a wait under
+// way is flagged, a wait not seen yet gets a tombstone.
+func (w *lockWaits) cancel(k waitKey, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.m[k]; ok {
+		w.flagged[k] = true
+		return
 	}
+	for old, at := range w.cancelled {
+		if now.Sub(at) > tombstoneTTL {
+			delete(w.cancelled, old)
+		}
+	}
+	w.cancelled[k] = now
+}
+
+// cancelRequested reports whether a cancel of k arrived while its Acquire
+// was under way (and forgets it); called after the Acquire was applied, so
+// a cancel proposed from then on is applied after it and needs no help.
+func (w *lockWaits) cancelRequested(k waitKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.flagged[k]
+	delete(w.flagged, k)
+	return f
 }
 
 // wake ends the blocked Acquire k, if it is registered here; a grant is

@@ -93,6 +93,16 @@
 //   - Liveness: one master before each episode; after the schedule the
 //     healed cell serves a write, and both workloads made progress.
 //
+// Work assignment (issue 14): TestNemesisAssign plays a schedule while
+// three client/assign members share six items through their own proxies,
+// each incrementing the counters of the items it owns in a fenced store per
+// item with the item's sequencer (paused mid-increment by pause-client, and
+// rejoining when that ends their session); it checks every item's history
+// with CheckFencing, that the healed group owns every item once, and that a
+// member killed after the schedule has its items owned again within TTL +
+// lock-delay + 1 s. TestUnfencedAssignPauseLosesIncrement is its negative
+// control.
+//
 // Running: `go test ./testing/nemesis` plays the short plan (seeds 1, 6,
 // 8, 9 s each: together they draw every kind; TestShortPlanDrawsEveryKind
 // keeps it so) in about 30 s. Environment:
