@@ -23,8 +23,15 @@ func TestMain(m *testing.M) { os.Exit(proc.Main(m)) }
 const root = "/ls/local"
 
 // screenshotDir is where the test keeps its screenshots: the repository's
-// docs/ (the README shows them).
-var screenshotDir = filepath.Join("..", "..", "docs")
+// docs/ (the README shows them) when CHUBBY_UPDATE_SCREENSHOTS=1, so that
+// a plain `go test ./...` leaves the tree as it was; a temporary directory
+// otherwise.
+func screenshotDir(t *testing.T) string {
+	if os.Getenv("CHUBBY_UPDATE_SCREENSHOTS") == "1" {
+		return filepath.Join("..", "..", "docs")
+	}
+	return t.TempDir()
+}
 
 // findChromium returns the browser to drive, or skips the test — or fails
 // it when CHUBBY_REQUIRE_BROWSER is set (CI), so the check cannot vanish
@@ -139,10 +146,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+	dir := screenshotDir(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(screenshotDir, name)
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
