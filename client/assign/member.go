@@ -203,7 +203,9 @@ func (mb *Member) setup(ctx context.Context) error {
 	if t.Items != 0 && t.Items != mb.m {
 		return fmt.Errorf("%w: the group has %d items, not %d", ErrItemCount, t.Items, mb.m)
 	}
-	if mb.coordH, err = openOrCreate(ctx, c, path.Join(dir, coordinatorFile), client.Create()); err != nil {
+	// Lock files are opened NoCache: every grant and release changes their
+	// stat, and no member's cached copy should have to be invalidated first.
+	if mb.coordH, err = openOrCreate(ctx, c, path.Join(dir, coordinatorFile), client.Create(), client.NoCache()); err != nil {
 		return err
 	}
 	opts := []client.OpenOption{client.Ephemeral(), client.FailIfExists()}
@@ -579,7 +581,7 @@ func (mb *Member) startAcquire(n int) bool {
 	if h == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, callTimeout)
 		var err error
-		h, err = openOrCreate(ctx, mb.c, path.Join(mb.dir, itemsDir, fmt.Sprint(n)), client.Create())
+		h, err = openOrCreate(ctx, mb.c, path.Join(mb.dir, itemsDir, fmt.Sprint(n)), client.Create(), client.NoCache())
 		cancel()
 		if err != nil {
 			mb.log.Warn("open item", "item", n, "err", err)
