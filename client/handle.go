@@ -19,6 +19,7 @@ type Handle struct {
 	instance uint64
 	isDir    bool
 	events   uint32 // subscribed event mask
+	noCache  bool   // opened NoCache: reads neither use nor fill the cache
 
 	lock *heldLock // guarded by c.mu
 }
@@ -60,6 +61,13 @@ func read[R any, P interface {
 // and whether the master let it be cached.
 func readVia(ctx context.Context, h *Handle, verb string, kind cache.Kind,
 	fetch func(context.Context, wire.NodeArgs) (cache.Value, bool, error)) (cache.Value, error) {
+	if h.noCache {
+		v, _, err := fetch(ctx, h.node())
+		if err != nil {
+			return cache.Value{}, fmt.Errorf("%s %s: %w", verb, h.path, err)
+		}
+		return v, nil
+	}
 	key := cache.Key{Path: h.path, Kind: kind}
 	if v, ok := h.c.cached(key); ok {
 		if err := h.checkInstance(v); err != nil {

@@ -44,11 +44,12 @@ func InitialContents(data []byte) OpenOption {
 // WithSequencer does for writes: it fails with ErrBadSequencer otherwise.
 func CreateFenced(seq Sequencer) OpenOption { return func(o *openOpts) { o.seq = &seq } }
 
-// NoCache makes Open neither answer from nor fill the session's cache: for
-// a node the session opens to lock or to watch but whose stat it does not
-// read. Every lock grant and release changes a node's stat, and the cell
-// invalidates each session's cached copy before it commits one; a session
-// that caches nothing of the node costs those changes nothing.
+// NoCache makes Open, and the handle's reads, neither answer from nor fill
+// the session's cache: for a node the session opens to lock, or watches
+// and reads only when an event says it changed. Every write of a node (and
+// every lock grant and release, which change its stat) commits only once
+// each session's cached copy is invalidated; a session that caches nothing
+// of the node costs those writes nothing.
 func NoCache() OpenOption { return func(o *openOpts) { o.noCache = true } }
 
 // WithEvents subscribes the handle to events on its node; they arrive on
@@ -87,7 +88,7 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 	if err := check(c.Cell(), path); err != nil {
 		return nil, err
 	}
-	h := &Handle{c: c, path: path, events: args.Events}
+	h := &Handle{c: c, path: path, events: args.Events, noCache: o.noCache}
 	if !args.Create && args.Events == 0 && !o.noCache {
 		if v, ok := c.cachedStat(path); ok {
 			if v.Absent {

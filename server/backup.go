@@ -89,6 +89,9 @@ func (b *backups) page(id uint64, off int64) (wire.BackupReply, error) {
 //
 // There are no identities yet (issue 11): any session may take a backup.
 func (s *Server) backup(c *call, a *wire.BackupArgs) (any, error) {
+	if err := s.requireAdmin(c.c.principal, "take a backup"); err != nil {
+		return nil, err
+	}
 	if a.ID != 0 {
 		return s.backups.page(a.ID, a.Offset)
 	}

@@ -38,6 +38,11 @@ type Config struct {
 	// Insecure lets a cell without TLS listen on other than loopback
 	// addresses (logged as a warning at every start).
 	Insecure bool
+	// Admins are the principals allowed the operator calls (backups,
+	// RemoveServer) and the status page, metrics and profiles when TLS is
+	// on (nil: DefaultAdmins). Without TLS every caller is anonymous and
+	// may do everything.
+	Admins []string
 	// GossipKey, when set (16, 24 or 32 bytes), encrypts gossip
 	// (memberlist); a server without the key is not admitted.
 	GossipKey []byte
@@ -98,6 +103,9 @@ type Config struct {
 	// Logger receives the server's hclog lines (stderr if nil).
 	Logger hclog.Logger
 }
+
+// DefaultAdmins are Config.Admins when none are given.
+var DefaultAdmins = []string{"admin"}
 
 // Default limits: far above what one master serves well (issue 12 aims at
 // 100k sessions), far below what exhausts its memory.

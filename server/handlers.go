@@ -63,6 +63,9 @@ func (s *Server) listMembers(c *call, _ *noArgs) (any, error) {
 }
 
 func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
+	if err := s.requireAdmin(c.c.principal, "remove a server"); err != nil {
+		return nil, err
+	}
 	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -67,6 +68,9 @@ func (s *Server) Status() Status {
 // serveHTTP serves the HTTP endpoint on the listener Start bound.
 func (s *Server) serveHTTP() {
 	ln := s.httpLn
+	if s.tls != nil { // HTTPS with client certificates: see httpAuth
+		ln = tls.NewListener(ln, s.tls.serverConfig(false))
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", s.serveStatusPage)
 	mux.HandleFunc("/ls/", s.serveNodePage)
@@ -93,6 +97,6 @@ func (s *Server) serveHTTP() {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.httpAuth(mux), ReadHeaderTimeout: 5 * time.Second}
 	go s.httpSrv.Serve(ln)
 }

@@ -183,7 +183,7 @@ func (s *Server) header(title string) pageHeader {
 		h.Master = string(id)
 		if h.Master != s.cfg.NodeID && s.members != nil {
 			if info, ok := s.members.snapshot()[h.Master]; ok && info.HTTP != "" {
-				h.MasterLink = "http://" + info.HTTP + "/"
+				h.MasterLink = s.httpScheme() + "://" + info.HTTP + "/"
 			}
 		}
 	}
@@ -317,13 +317,9 @@ type peerStatus struct {
 	err error
 }
 
-// peerClient asks other servers for their /status: a connection per
-// request, so no idle connection (and its goroutines) outlives a page.
-var peerClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
 // fetchStatuses asks every server in addrs (name → HTTP address) for its
 // /status at once, each within pagePeerTimeout.
-func fetchStatuses(ctx context.Context, addrs map[string]string) map[string]peerStatus {
+func fetchStatuses(ctx context.Context, hc *http.Client, scheme string, addrs map[string]string) map[string]peerStatus {
 	ctx, cancel := context.WithTimeout(ctx, pagePeerTimeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -333,7 +329,7 @@ func fetchStatuses(ctx context.Context, addrs map[string]string) map[string]peer
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps := fetchStatus(ctx, addr)
+			ps := fetchStatus(ctx, hc, scheme, addr)
 			mu.Lock()
 			out[name] = ps
 			mu.Unlock()
@@ -343,12 +339,12 @@ func fetchStatuses(ctx context.Context, addrs map[string]string) map[string]peer
 	return out
 }
 
-func fetchStatus(ctx context.Context, addr string) peerStatus {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+func fetchStatus(ctx context.Context, hc *http.Client, scheme, addr string) peerStatus {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/status", nil)
 	if err != nil {
 		return peerStatus{err: err}
 	}
-	resp, err := peerClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		var ue interface{ Unwrap() error }
 		if errors.As(err, &ue) && ue.Unwrap() != nil {
@@ -390,7 +386,7 @@ func (s *Server) memberRows(ctx context.Context, self Status) ([]memberRow, stri
 			addrs[id] = info.HTTP
 		}
 	}
-	peers := fetchStatuses(ctx, addrs)
+	peers := fetchStatuses(ctx, s.peerHTTPClient(), s.httpScheme(), addrs)
 	var failing map[string]heartbeatFailure
 	if s.raft.State() == raft.Leader && s.watch != nil {
 		failing = s.watch.failures()
@@ -413,7 +409,7 @@ func (s *Server) memberRows(ctx context.Context, self Status) ([]memberRow, stri
 		if known {
 			row.RPCAddr, row.Gossip = info.RPCAddr, info.State
 			if info.HTTP != "" {
-				row.Link = "http://" + info.HTTP + "/"
+				row.Link = s.httpScheme() + "://" + info.HTTP + "/"
 			}
 		}
 		if srv.Suffrage != raft.Voter {

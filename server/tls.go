@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/internal/devca"
 )
 
@@ -151,6 +153,70 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
+
+// isAdmin reports whether principal may make operator calls: on a cell
+// without TLS everybody (anonymous) may; with TLS the configured admins.
+func (s *Server) isAdmin(principal string) bool {
+	if s.tls == nil {
+		return true
+	}
+	admins := s.cfg.Admins
+	if len(admins) == 0 {
+		admins = DefaultAdmins
+	}
+	return slices.Contains(admins, principal)
+}
+
+// requireAdmin refuses an operator call from a principal that is not an
+// admin, naming both.
+func (s *Server) requireAdmin(principal, what string) error {
+	if s.isAdmin(principal) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s may not %s: only the cell's admins may (chubbyd -acl-admins)", fs.ErrPermission, principal, what)
+}
+
+// httpAuth guards the HTTP endpoint of a cell with TLS: the client
+// certificate's principal must be an admin — or, for /status and /healthz,
+// anyone the CA vouches for (servers ask each other for /status). Without
+// TLS it lets everything through.
+func (s *Server) httpAuth(next http.Handler) http.Handler {
+	if s.tls == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "a client certificate is required", http.StatusUnauthorized)
+			return
+		}
+		leaf := r.TLS.PeerCertificates[0]
+		open := r.URL.Path == "/status" || r.URL.Path == "/healthz"
+		if !open && !s.isAdmin(leaf.Subject.CommonName) && !slices.Contains(leaf.DNSNames, s.tls.role) {
+			http.Error(w, fmt.Sprintf("permission denied: %s is not an admin of the cell", leaf.Subject.CommonName), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpScheme is how this cell's HTTP endpoints are reached.
+func (s *Server) httpScheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// peerHTTPClient asks other servers for their /status: a connection per
+// request, so no idle connection outlives a page; with TLS this server's
+// certificate, the peer verified as a server of the cell.
+func (s *Server) peerHTTPClient() *http.Client {
+	t := &http.Transport{DisableKeepAlives: true}
+	if s.tls != nil {
+		t.TLSClientConfig = s.tls.clientConfig()
+	}
+	return &http.Client{Transport: t}
+}
 
 // isLoopback reports whether a listen address is on a loopback interface
 // (127.0.0.0/8, ::1, localhost).

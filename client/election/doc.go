@@ -26,11 +26,11 @@
 // with the session. The record holds the sequencer on its first line and
 // the value after it (`chubbysh cat DIR/leader` shows both). Leader reads
 // the record through the session's cache; Observe watches DIR's children
-// (client.WithEvents) and reads the record again after each event.
+// (client.WithEvents) and reads the record from the cell after each event.
 //
 //	Campaign: Open DIR ─► Acquire(X) ─► create DIR/leader (ephemeral, value, fenced)
 //	Resign:   delete DIR/leader ∥ Release          (one commit)
-//	Leader:   read DIR/leader (cache)              Observe: events on DIR ─► Leader
+//	Leader:   read DIR/leader (cache)              Observe: events on DIR ─► read DIR/leader
 //
 // # Guarantees
 //
@@ -51,12 +51,11 @@
 //     Observers may see "no leader" between one leader's end and the next
 //     one's record.
 //
-// An observer costs the master one event subscription and one cached file:
-// between leader changes, no more than an idle session
-// (BenchmarkObserverCost in testing/bench measures both). A leader change,
-// like any write of a cached file, commits only once every observer's
-// cached record is invalidated, so its time grows with the observers: with
-// 10,000 of them it takes a few hundred milliseconds, not a few.
-// Campaigners and observers do not cache the directory itself, whose stat
-// every grant and release changes.
+// An observer costs the master one event subscription: between leader
+// changes no more than an idle session, and it holds no leader change up —
+// Observe reads the record from the cell after each event instead of
+// caching it (BenchmarkObserverCost in testing/bench measures both). Leader
+// does cache the record: a session that calls it is, like any cacher,
+// invalidated before the record changes. Campaigners and observers do not
+// cache the directory itself, whose stat every grant and release changes.
 package election

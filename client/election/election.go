@@ -373,8 +373,13 @@ func lockGone(err error) bool {
 // valid a repeated call costs no round trip, and the cell invalidates the
 // cached record before any change to it commits.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	return e.leader(ctx)
+}
+
+// leader reads the record, with opts for its Open (NoCache: from the cell).
+func (e *Election) leader(ctx context.Context, opts ...client.OpenOption) (Leader, error) {
 	for {
-		h, err := e.c.Open(ctx, e.rec)
+		h, err := e.c.Open(ctx, e.rec, opts...)
 		if errors.Is(err, client.ErrNoSuchNode) {
 			return Leader{}, fmt.Errorf("%s: %w", e.dir, ErrNoLeader)
 		}
@@ -396,12 +401,13 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // each time it changes, until ctx ends or the session ends (it is then
 // closed). A zero Leader (no Sequencer) says nobody leads. Changes come from
 // the cell's events on the election directory (no polling), each followed
-// by a read of the record from the cache; a reader that falls behind gets
-// the latest leader, not every one in between.
+// by a read of the record; a reader that falls behind gets the latest
+// leader, not every one in between. Observe reads the record from the
+// cell, not the cache: an observer never caches it, so a leader change
+// waits for no observer's cache to be invalidated, however many there are.
 //
-// An observer costs the master a watch and a cached record: between leader
-// changes, no more than an idle session (see the package doc for what a
-// change costs).
+// An observer costs the master a watch: between leader changes, no more
+// than an idle session; at a change, one event and one read.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	go e.observe(ctx, out)
@@ -454,7 +460,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 		}
 		var l Leader
 		if err == nil {
-			l, err = e.Leader(ctx)
+			l, err = e.leader(ctx, client.NoCache())
 			if errors.Is(err, ErrNoLeader) {
 				l, err = Leader{}, nil
 			}

@@ -52,6 +52,7 @@ func run(args []string) int {
 	tlsCert := fl.String("tls-cert", "", "this server's PEM certificate (chubbyd tls cert create -server)")
 	tlsKey := fl.String("tls-key", "", "this server's PEM key")
 	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
+	admins := fl.String("acl-admins", strings.Join(server.DefaultAdmins, ","), "comma-separated principals allowed backups, remove-server and (with TLS) the status page and metrics")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
@@ -88,6 +89,7 @@ func run(args []string) int {
 	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" {
 		cfg.TLS = &server.TLSFiles{CA: *tlsCA, Cert: *tlsCert, Key: *tlsKey}
 	}
+	cfg.Admins = split(*admins)
 	if *gossipKeyFile != "" {
 		k, err := readGossipKey(*gossipKeyFile)
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +82,7 @@ func TestTLSCell(t *testing.T) {
 	c := proc.StartCell(t, 3, proc.CellOptions{
 		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
 		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
-		ExtraArgs: []string{"-gossip-key-file", keyFile, "-log-level", "info"},
+		ExtraArgs: []string{"-gossip-key-file", keyFile, "-log-level", "info", "-acl-admins", "alice"},
 		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
 			return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(s.NodeID), "-tls-key", p.key(s.NodeID)}
 		},
@@ -133,6 +135,57 @@ func TestTLSCell(t *testing.T) {
 	}
 	if err == nil {
 		t.Errorf("the raft port accepted a client certificate")
+	}
+
+	// Operator calls are the admins' (-acl-admins alice): bob may not take a
+	// backup or remove a server; alice may take one.
+	backup := filepath.Join(t.TempDir(), "cell.backup")
+	for _, args := range [][]string{{"snapshot", "save", backup}, {"remove-server", "n3"}} {
+		r := sh("bob", args...)
+		if r.Code != 1 || !strings.Contains(r.Stderr, "permission denied") || !strings.Contains(r.Stderr, "bob") {
+			t.Errorf("bob %v: want exit 1, permission denied naming bob: %s", args, r)
+		}
+	}
+	wantOK(t, sh("alice", "snapshot", "save", backup))
+	// The HTTP endpoint is HTTPS with client certificates: the status page
+	// and metrics for admins, /status for any certificate of the CA.
+	get := func(who, path string) (int, string, error) {
+		var cfg *tls.Config
+		if who != "" {
+			cfg = p.tlsConfig(t, who, "server.local.chubby")
+		} else {
+			cfg = p.tlsConfig(t, "alice", "server.local.chubby")
+			cfg.Certificates = nil
+		}
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := hc.Get("https://" + s.HTTPAddr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	if code, body, err := get("alice", "/"); err != nil || code != 200 || !strings.Contains(body, "master") {
+		t.Errorf("status page for the admin: %d %v", code, err)
+	}
+	if code, _, err := get("alice", "/metrics"); err != nil || code != 200 {
+		t.Errorf("metrics for the admin: %d %v", code, err)
+	}
+	if code, body, err := get("bob", "/"); err != nil || code != http.StatusForbidden || !strings.Contains(body, "bob") {
+		t.Errorf("status page for bob: %d %q %v, want 403 naming bob", code, body, err)
+	}
+	if code, _, err := get("bob", "/status"); err != nil || code != 200 {
+		t.Errorf("/status for bob: %d %v", code, err)
+	}
+	if code, _, err := get("", "/status"); err == nil {
+		t.Errorf("/status without a client certificate answered %d", code)
+	}
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + s.HTTPAddr + "/status"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("plain http /status answered 200 on a TLS cell")
+		}
 	}
 
 	// A session belongs to its principal: bob, with alice's session id

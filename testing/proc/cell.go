@@ -287,7 +287,7 @@ func (v MasterView) MembersMaster() string {
 // /status and Members.
 func (c *Cell) Views(t testing.TB) []MasterView {
 	t.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc := httpClient(c.opts.ClientTLS, 2*time.Second)
 	var out []MasterView
 	for _, s := range c.live(t) {
 		v := MasterView{Server: s}
@@ -430,7 +430,7 @@ func (c *Cell) StartAll(t testing.TB) {
 
 // statusMasterErr is /status's master flag, or why /status did not answer.
 func (s *Server) statusMasterErr(hc *http.Client) (bool, error) {
-	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	resp, err := hc.Get(s.URL("/status"))
 	if err != nil {
 		return false, err
 	}

@@ -262,7 +262,7 @@ func pollProc(p *serverProc, deadline time.Time, interval time.Duration, cond fu
 // that a chubbysh session can be made through it.
 func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) error {
 	t.Helper()
-	hc := &http.Client{Timeout: time.Second}
+	hc := httpClient(s.opts.ClientTLS, time.Second)
 	ready := pollProc(p, deadline, 20*time.Millisecond, func() bool {
 		return s.member && s.knowsMaster(hc) || !s.member && s.statusMaster(hc)
 	})
@@ -290,11 +290,29 @@ func (s *Server) waitReady(t testing.TB, p *serverProc, deadline time.Time) erro
 	return nil
 }
 
+// URL is the address of path on the server's HTTP endpoint: https on a
+// server started with ClientTLS.
+func (s *Server) URL(path string) string {
+	if s.opts.ClientTLS != nil {
+		return "https://" + s.HTTPAddr + path
+	}
+	return "http://" + s.HTTPAddr + path
+}
+
+// httpClient reaches HTTP endpoints, over TLS with cfg's certificate when
+// cfg is set.
+func httpClient(cfg *tls.Config, timeout time.Duration) *http.Client {
+	if cfg == nil {
+		return &http.Client{Timeout: timeout}
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
 // knowsMaster: /status answers and the server's Hello names a master (itself
 // or another server), which a server knows only once it is part of the raft
 // configuration and has heard from the leader.
 func (s *Server) knowsMaster(hc *http.Client) bool {
-	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	resp, err := hc.Get(s.URL("/status"))
 	if err != nil {
 		return false
 	}
@@ -309,7 +327,7 @@ func (s *Server) knowsMaster(hc *http.Client) bool {
 }
 
 func (s *Server) statusMaster(hc *http.Client) bool {
-	resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+	resp, err := hc.Get(s.URL("/status"))
 	if err != nil {
 		return false
 	}
@@ -323,8 +341,8 @@ func (s *Server) statusMaster(hc *http.Client) bool {
 // get fetches path from the server's HTTP address, failing t on an error.
 func (s *Server) get(t testing.TB, path string) []byte {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + s.HTTPAddr + path)
+	hc := httpClient(s.opts.ClientTLS, 5*time.Second)
+	resp, err := hc.Get(s.URL(path))
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -553,9 +571,9 @@ func (s *Server) Launch(t testing.TB) {
 // waitListening polls /status until it answers (every listener of the
 // server is bound by then) or the process exits.
 func (s *Server) waitListening(p *serverProc, deadline time.Time) error {
-	hc := &http.Client{Timeout: time.Second}
+	hc := httpClient(s.opts.ClientTLS, time.Second)
 	listening := pollProc(p, deadline, 20*time.Millisecond, func() bool {
-		resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+		resp, err := hc.Get(s.URL("/status"))
 		if err != nil {
 			return false
 		}
