@@ -22,8 +22,8 @@ import (
 // (fsync on), opens N sessions from this process (their KeepAlives at the
 // default TTL) and — in the observers mode — has each follow an election
 // with Observe (a watch on the directory and the leader's record cached).
-// After a settling time it measures the master's CPU time and resident
-// memory over a window of steady state. The observers mode then changes
+// After a settling time it measures the master's CPU time over a window of
+// steady state, and its resident memory and Go heap in use at the end. The observers mode then changes
 // the leader and times how long every observer takes to see it.
 //
 // N is CHUBBY_BENCH_SESSIONS (default 10000), the window
@@ -90,6 +90,9 @@ func BenchmarkObserverCost(b *testing.B) {
 			elapsed := time.Since(t0)
 			b.ReportMetric(float64(cpu.Milliseconds())/elapsed.Seconds(), "master-cpu-ms/s")
 			b.ReportMetric(float64(procRSS(b, pid))/(1<<20), "master-rss-MB")
+			// Heap in use: the live state, less what the setup's burst left
+			// in the process's resident memory.
+			b.ReportMetric(s.Metric(b, "go_memstats_heap_inuse_bytes")/(1<<20), "master-heap-inuse-MB")
 			b.ReportMetric(s.Metric(b, "chubby_keepalives_total")/float64(time.Since(t0).Seconds()+5), "keepalives/s")
 			if mode != "observers" {
 				return
