@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path"
 	"slices"
 	"time"
@@ -128,16 +127,9 @@ func (mb *Member) rebalance(ctx context.Context, members *client.Handle, seq cli
 	}
 	names = slices.Clone(names)
 	slices.Sort(names)
-	data, _, err := mb.assignH.GetContentsAndStat(ctx)
+	t, err := mb.groupTable(ctx)
 	if err != nil {
 		return err
-	}
-	t, err := parseTable(data)
-	if err != nil {
-		return err
-	}
-	if t.Items != 0 && t.Items != mb.m {
-		return fmt.Errorf("%w: the table of %s has %d items, this coordinator %d", ErrItemCount, mb.dir, t.Items, mb.m)
 	}
 	prev := t.Owners()
 	owners := Balance(mb.m, names, prev)

@@ -8,11 +8,12 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/client/assign"
+	"github.com/chubby-dev/chubby/testing/cell"
 )
 
 // dial is a session with the examples' cell (in a program: its servers).
 func dial(ctx context.Context) *client.Client {
-	c, err := client.Dial(ctx, client.Config{Servers: exampleServers(), LockDelay: client.NoLockDelay})
+	c, err := client.Dial(ctx, client.Config{Servers: cell.ExampleServers(), LockDelay: client.NoLockDelay})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -192,16 +192,8 @@ func (mb *Member) setup(ctx context.Context) error {
 	if mb.assignH, err = openOrCreate(ctx, c, mb.assignPath, client.Create(), client.WithEvents(client.EventContentsModified)); err != nil {
 		return err
 	}
-	data, _, err := mb.assignH.GetContentsAndStat(ctx)
-	if err != nil {
+	if _, err := mb.groupTable(ctx); err != nil {
 		return err
-	}
-	t, err := parseTable(data)
-	if err != nil {
-		return err
-	}
-	if t.Items != 0 && t.Items != mb.m {
-		return fmt.Errorf("%w: the group has %d items, not %d", ErrItemCount, t.Items, mb.m)
 	}
 	// Lock files are opened NoCache: every grant and release changes their
 	// stat, and no member's cached copy should have to be invalidated first.
@@ -216,6 +208,23 @@ func (mb *Member) setup(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// groupTable reads the group's table and checks that it is one of this
+// member's number of items.
+func (mb *Member) groupTable(ctx context.Context) (Table, error) {
+	data, _, err := mb.assignH.GetContentsAndStat(ctx)
+	if err != nil {
+		return Table{}, err
+	}
+	t, err := parseTable(data)
+	if err != nil {
+		return Table{}, err
+	}
+	if t.Items != 0 && t.Items != mb.m {
+		return Table{}, fmt.Errorf("%w: the table of %s has %d items, this member %d", ErrItemCount, mb.dir, t.Items, mb.m)
+	}
+	return t, nil
 }
 
 // openOrCreate opens path, and only if it is missing opens it with create

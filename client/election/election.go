@@ -48,8 +48,11 @@ type Option func(*Election)
 // LockDelay sets the lock-delay of the election's lock (client.LockDelay):
 // when a leader's session expires, nobody else can lead for d. Without it
 // the client's Config.LockDelay applies.
-func LockDelay(d time.Duration) Option {
-	return func(e *Election) { e.lockOpts = append(e.lockOpts, client.LockDelay(d)) }
+func LockDelay(d time.Duration) Option { return LockOptions(client.LockDelay(d)) }
+
+// LockOptions adds options to the Acquire of the election's lock.
+func LockOptions(opts ...client.LockOption) Option {
+	return func(e *Election) { e.lockOpts = append(e.lockOpts, opts...) }
 }
 
 // New returns the Election of c's session on the directory dir (created by

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,16 @@ import (
 	"github.com/chubby-dev/chubby/testing/cell"
 )
 
-// The examples share one cell, started by the first and stopped by TestMain.
-var (
-	exampleOnce sync.Once
-	exampleAddr string
-	exampleStop = func() {}
-)
-
-func exampleServers() []string {
-	exampleOnce.Do(func() { exampleAddr, exampleStop = cell.ForExamples() })
-	return []string{exampleAddr}
-}
-
+// TestMain stops the cell the examples share.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	exampleStop()
+	cell.StopExamples()
 	os.Exit(code)
 }
 
 // dial returns a session with the examples' cell.
 func dial(ctx context.Context) *client.Client {
-	c, err := client.Dial(ctx, client.Config{Servers: exampleServers()})
+	c, err := client.Dial(ctx, client.Config{Servers: cell.ExampleServers()})
 	if err != nil {
 		panic(err)
 	}

@@ -24,22 +24,14 @@ func (sh *shell) cmdElect(a *cmdArgs) error {
 	if !a.dash || len(a.rest) == 0 {
 		return &usageError{"elect PATH VALUE -- CMD: CMD is missing"}
 	}
-	lockOpts, err := sh.lockOpts(a)
+	lockOpts, err := sh.lockOpts(a) // -delay
 	if err != nil {
 		return err
-	}
-	var opts []election.Option
-	if len(lockOpts) > 0 {
-		d, _ := time.ParseDuration(a.flags["delay"])
-		if d == 0 {
-			d = client.NoLockDelay
-		}
-		opts = append(opts, election.LockDelay(d))
 	}
 	path, value, argv := a.pos[0], a.pos[1], a.rest
 	ctx, cancel, detach := sh.interruptible()
 	defer cancel()
-	e := election.New(sh.cli, path, opts...)
+	e := election.New(sh.cli, path, election.LockOptions(lockOpts...))
 	stopHint := sh.waitingHint(path)
 	term, err := e.Campaign(ctx, []byte(value))
 	stopHint()
@@ -70,13 +62,8 @@ func (sh *shell) cmdElect(a *cmdArgs) error {
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited, cmdErr := sh.supervise(term.Context(), cmd, "leadership of "+path)
-	if exited && sh.json {
-		code := exitOK
-		var ee *exitError
-		if errors.As(cmdErr, &ee) {
-			code = ee.code
-		}
-		sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
+	if exited {
+		sh.emitExit(seq, cmdErr)
 	}
 	return cmdErr
 }

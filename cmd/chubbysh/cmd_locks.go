@@ -135,15 +135,24 @@ func (sh *shell) runHolding(ctx context.Context, detach func(), h *client.Handle
 	}
 	// CMD's exit code, whatever the release said (the session's end frees
 	// the lock in any case).
-	if exited && sh.json {
-		code := exitOK
-		var ee *exitError
-		if errors.As(cmdErr, &ee) {
-			code = ee.code
-		}
-		sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
+	if exited {
+		sh.emitExit(seq, cmdErr)
 	}
 	return cmdErr
+}
+
+// emitExit prints, with -json, the object of a command that ran CMD under
+// a lock or a leadership: the sequencer and CMD's exit code.
+func (sh *shell) emitExit(seq client.Sequencer, cmdErr error) {
+	if !sh.json {
+		return
+	}
+	code := exitOK
+	var ee *exitError
+	if errors.As(cmdErr, &ee) {
+		code = ee.code
+	}
+	sh.emit(map[string]any{"sequencer": seq.String(), "exit_code": code})
 }
 
 // supervise waits for the running cmd, relaying signals to it. When ctx is

@@ -208,20 +208,28 @@ func BenchmarkContendedHandoff(b *testing.B) {
 	addr := startCell(b)
 	clients := dial(b, addr, 2)
 	ctx := context.Background()
-	var hs [2]*client.Handle
+	var take, give [2]func() error
 	for i, c := range clients {
 		h, err := c.Open(ctx, "/ls/local/contended", client.Create())
 		if err != nil {
 			b.Fatal(err)
 		}
-		hs[i] = h
+		take[i] = func() error { return h.Acquire(ctx, client.Exclusive) }
+		give[i] = func() error { return h.Release(ctx) }
 	}
+	handoffs(b, take, give)
+}
+
+// handoffs runs b.N turns of two workers passing one thing (a lock, a
+// leadership) back and forth, each looping take → give, and reports the
+// time from the start of one worker's give to the other's take returning.
+func handoffs(b *testing.B, take, give [2]func() error) {
 	var (
-		mu          sync.Mutex
-		lastRelease time.Time // start of the latest Release
-		ds          = make([]time.Duration, 0, b.N)
-		wg          sync.WaitGroup
-		errs        = make(chan error, 2)
+		mu       sync.Mutex
+		lastGive time.Time // start of the latest give
+		ds       = make([]time.Duration, 0, b.N)
+		wg       sync.WaitGroup
+		errs     = make(chan error, 2)
 	)
 	b.ResetTimer()
 	start := time.Now()
@@ -231,25 +239,25 @@ func BenchmarkContendedHandoff(b *testing.B) {
 			n += b.N % 2
 		}
 		wg.Add(1)
-		go func(h *client.Handle, n int) {
+		go func(w, n int) {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if err := h.Acquire(ctx, client.Exclusive); err != nil {
+				if err := take[w](); err != nil {
 					errs <- err
 					return
 				}
 				mu.Lock()
-				if !lastRelease.IsZero() {
-					ds = append(ds, time.Since(lastRelease))
+				if !lastGive.IsZero() {
+					ds = append(ds, time.Since(lastGive))
 				}
-				lastRelease = time.Now()
+				lastGive = time.Now()
 				mu.Unlock()
-				if err := h.Release(ctx); err != nil {
+				if err := give[w](); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}(hs[w], n)
+		}(w, n)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)

@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/client/election"
@@ -20,50 +18,11 @@ func BenchmarkResignHandoff(b *testing.B) {
 	addr := startCell(b)
 	clients := dial(b, addr, 2)
 	ctx := context.Background()
-	var (
-		mu         sync.Mutex
-		lastResign time.Time // start of the latest Resign
-		ds         = make([]time.Duration, 0, b.N)
-		wg         sync.WaitGroup
-		errs       = make(chan error, 2)
-	)
-	b.ResetTimer()
-	start := time.Now()
-	for w, c := range clients {
-		n := b.N / 2
-		if w == 0 {
-			n += b.N % 2
-		}
+	var take, give [2]func() error
+	for i, c := range clients {
 		e := election.New(c, "/ls/local/election", election.LockDelay(client.NoLockDelay))
-		wg.Add(1)
-		go func(n int) {
-			defer wg.Done()
-			for i := 0; i < n; i++ {
-				if _, err := e.Campaign(ctx, []byte("leader")); err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				if !lastResign.IsZero() {
-					ds = append(ds, time.Since(lastResign))
-				}
-				lastResign = time.Now()
-				mu.Unlock()
-				if err := e.Resign(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(n)
+		take[i] = func() error { _, err := e.Campaign(ctx, []byte("leader")); return err }
+		give[i] = func() error { return e.Resign(ctx) }
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	var lat latencies
-	lat.add(ds)
-	lat.report(b, elapsed, "handoffs")
+	handoffs(b, take, give)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -52,3 +53,22 @@ func ForExamples() (addr string, stop func()) {
 		}
 	}
 }
+
+// The cell a package's examples share: started by the first ExampleServers
+// and stopped by StopExamples, which the package's TestMain calls after
+// m.Run (before a leak check).
+var (
+	exampleOnce sync.Once
+	exampleAddr string
+	exampleStop = func() {}
+)
+
+// ExampleServers returns the servers of the examples' shared cell,
+// starting it the first time.
+func ExampleServers() []string {
+	exampleOnce.Do(func() { exampleAddr, exampleStop = ForExamples() })
+	return []string{exampleAddr}
+}
+
+// StopExamples stops the examples' shared cell, if one was started.
+func StopExamples() { exampleStop() }
