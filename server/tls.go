@@ -110,6 +110,24 @@ func (m *tlsMaterial) requireServer(cs tls.ConnectionState) error {
 	return nil
 }
 
+// ReloadTLS reads the TLS files again (chubbyd does on SIGHUP): new
+// handshakes — client connections, raft connections, HTTPS — use the new
+// certificate, key and CA; connections made before go on, and so do their
+// sessions. Files that do not load (or a certificate that is not a server
+// certificate of this cell) leave the old material in use. Without TLS it
+// does nothing.
+func (s *Server) ReloadTLS() error {
+	if s.tls == nil {
+		return nil
+	}
+	if err := s.tls.reload(); err != nil {
+		return err
+	}
+	leaf, _ := x509.ParseCertificate(s.tls.cur.Load().cert.Certificate[0])
+	s.log.Info("TLS files reloaded", "cert", s.tls.files.Cert, "serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
+	return nil
+}
+
 // principalOf completes the TLS handshake of a client connection and
 // returns the certificate's common name; a connection without TLS is the
 // anonymous principal.

@@ -113,8 +113,14 @@ func run(args []string) int {
 		return 1
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	s := <-sig
+	for s == syscall.SIGHUP { // reload the TLS files; connections made go on
+		if err := srv.ReloadTLS(); err != nil {
+			cfg.Logger.Error("SIGHUP: TLS files not reloaded; the ones loaded before stay in use", "err", err)
+		}
+		s = <-sig
+	}
 	cfg.Logger.Info("shutting down", "signal", s.String())
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "chubbyd: shutdown: %v\n", err)

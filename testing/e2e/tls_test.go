@@ -17,11 +17,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/testing/proc"
+	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -236,4 +238,119 @@ func TestNoTLSStaysOnLoopback(t *testing.T) {
 	if !strings.Contains(s.Log(), "serving without TLS (-insecure)") {
 		t.Errorf("no warning for -insecure in the log")
 	}
+}
+
+// TestTLSReload: SIGHUP makes every server use new TLS files — a new
+// server certificate from the same CA, then a new CA (the servers trust a
+// bundle of old and new; their certificates come from the new one) —
+// while a session that holds a lock across both reloads keeps it, and
+// clients of either CA connect afterwards.
+func TestTLSReload(t *testing.T) {
+	p := newPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
+	q := newPKI(t, "local", []string{"n1", "n2", "n3"}, "carol")
+	live := t.TempDir() // the files the servers are started with, replaced below
+	put := func(dst, src string) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(live, dst), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("ca.pem", p.ca())
+	for _, n := range []string{"n1", "n2", "n3"} {
+		put(n+".pem", p.cert(n))
+		put(n+"-key.pem", p.key(n))
+	}
+	c := proc.StartCell(t, 3, proc.CellOptions{
+		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
+		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
+		ExtraArgs: []string{"-log-level", "info", "-acl-admins", "alice"},
+		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
+			return []string{"-tls-ca", filepath.Join(live, "ca.pem"), "-tls-cert", filepath.Join(live, s.NodeID+".pem"),
+				"-tls-key", filepath.Join(live, s.NodeID+"-key.pem")}
+		},
+	})
+	s := c.Servers()[0]
+	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("reload-lock"))...)
+	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
+	serial := func(srv *proc.Server, roots pki, who string) string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.tlsConfig(t, who, "server.local.chubby"))
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", srv.NodeID, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	certSerial := func(path string) string {
+		t.Helper()
+		c, err := tls.LoadX509KeyPair(path, strings.Replace(path, ".pem", "-key.pem", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(c.Certificate[0])
+		return leaf.SerialNumber.String()
+	}
+	hupAll := func() {
+		t.Helper()
+		for _, srv := range c.Servers() {
+			if err := syscall.Kill(srv.PID(t), syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// A new certificate from the same CA.
+	for _, n := range []string{"n1", "n2", "n3"} {
+		put(n+".pem", p.cert(n+"-r"))
+		put(n+"-key.pem", p.key(n+"-r"))
+	}
+	hupAll()
+	for _, srv := range c.Servers() {
+		want := certSerial(p.cert(srv.NodeID + "-r"))
+		wait.For(t, 10*time.Second, srv.NodeID+" serving its new certificate", func() bool { return serial(srv, p, "alice") == want })
+	}
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("after-reload"), "1")...))
+
+	// A new CA: the servers trust both, and their certificates are the new
+	// CA's. The holder's session, on a connection made before, goes on.
+	bundle := append(must(os.ReadFile(p.ca())), must(os.ReadFile(q.ca()))...)
+	if err := os.WriteFile(filepath.Join(live, "ca.pem"), bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		put(n+".pem", q.cert(n))
+		put(n+"-key.pem", q.key(n))
+	}
+	hupAll()
+	for _, srv := range c.Servers() {
+		want := certSerial(q.cert(srv.NodeID))
+		wait.For(t, 10*time.Second, srv.NodeID+" serving the new CA's certificate", func() bool { return serial(srv, q, "carol") == want })
+	}
+	// carol (new CA) is served; alice (old CA) too, trusting the bundle.
+	if got := wantOK(t, s.Sh(t, "-ca", q.ca(), "-cert", q.cert("carol"), "-key", q.key("carol"), "whoami")); got != "carol" {
+		t.Fatalf("whoami = %q, want carol", got)
+	}
+	bundleFile := filepath.Join(t.TempDir(), "bundle.pem")
+	if err := os.WriteFile(bundleFile, bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := wantOK(t, s.Sh(t, "-ca", bundleFile, "-cert", p.cert("alice"), "-key", p.key("alice"), "whoami")); got != "alice" {
+		t.Fatalf("whoami = %q, want alice", got)
+	}
+	// The session that held its lock through both reloads still holds it.
+	if holder.Exited() {
+		t.Fatalf("the lock holder exited during the reloads: %s", holder.Stderr())
+	}
+	wantOK(t, s.Sh(t, "-ca", q.ca(), "-cert", q.cert("carol"), "-key", q.key("carol"), "checkseq", seq.text))
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
