@@ -103,9 +103,11 @@ func (t *Term) Value() []byte {
 // Done is closed the moment leadership may be lost: the session's local
 // lease ran out (jeopardy), the session ended, or the term resigned. The
 // leader must stop acting as leader then; Err says by when at the latest.
-// The term is over for good: if the session comes back from jeopardy, the
-// Election resigns it (record deleted, lock released) so that others can
-// lead; Campaign again to lead again.
+// The term is over for good. If the session comes back from jeopardy it
+// still holds the lock and the record, keeping others out, until Resign —
+// or Campaign, which resigns a lost term first and queues again (as an etcd
+// leader's key stays until it resigns or its lease ends). Only Resign, or
+// the session's end, gives the lock up: never the library on its own.
 func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Context is a context done when Done is closed; its context.Cause is Err.
@@ -175,48 +177,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	e.mu.Lock()
 	e.term = t
 	e.mu.Unlock()
-	context.AfterFunc(t.ctx, func() { e.resignWhenSafe(t) })
 	return t, nil
-}
-
-// resignWhenSafe ends a term lost at jeopardy once the session is safe
-// again: the lock and the record are still the session's, and keeping them
-// would stop anybody else from leading while this session no longer acts
-// as leader.
-func (e *Election) resignWhenSafe(t *Term) {
-	var lost *client.LockLostError
-	if !errors.As(context.Cause(t.ctx), &lost) || lost.Reason != client.LostJeopardy {
-		return
-	}
-	wake := make(chan struct{}, 1)
-	stop := e.c.Subscribe(func(ev client.Event) {
-		if ev.Type == client.EventSafe || ev.Type == client.EventExpired {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
-	for e.c.State() == client.SessionJeopardy {
-		select {
-		case <-wake:
-		case <-e.c.Done():
-			return
-		}
-	}
-	if e.c.State() != client.SessionSafe {
-		return // expired: the record and the lock went with the session
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := t.resign(ctx); err == nil || errors.Is(err, ErrNotLeader) {
-		e.mu.Lock()
-		if e.term == t {
-			e.term = nil
-		}
-		e.mu.Unlock()
-	}
 }
 
 // openDir opens the election's directory, creating it if missing (an Open
