@@ -29,7 +29,7 @@ func freeAddr(b *testing.B) string {
 
 // benchServer starts one server with fsync on (unless BENCH_NOSYNC) on the
 // given ports, quiet, closed when the benchmark ends.
-func benchServer(b *testing.B, id, rpc, raftAddr string, peers []server.Peer) *server.Server {
+func benchServer(b *testing.B, id, rpc, raftAddr string, peers []server.Peer, mods ...func(*server.Config)) *server.Server {
 	cfg := server.DefaultConfig()
 	cfg.NodeID, cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr = id, rpc, raftAddr, freeAddr(b)
 	cfg.DataDir = b.TempDir()
@@ -37,6 +37,9 @@ func benchServer(b *testing.B, id, rpc, raftAddr string, peers []server.Peer) *s
 	cfg.StaticPeers = peers
 	cfg.NoSync = os.Getenv("BENCH_NOSYNC") != ""
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	for _, m := range mods {
+		m(&cfg)
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -82,11 +85,16 @@ func dial(b *testing.B, addr string, n int) []*client.Client {
 }
 
 func dialCell(b *testing.B, addrs []string, n int) []*client.Client {
+	return dialWith(b, client.Config{Servers: addrs}, n)
+}
+
+// dialWith dials n sessions with cfg, closed when the benchmark ends.
+func dialWith(b *testing.B, cfg client.Config, n int) []*client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out := make([]*client.Client, n)
 	for i := range out {
-		c, err := client.Dial(ctx, client.Config{Servers: addrs})
+		c, err := client.Dial(ctx, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +170,13 @@ func run(b *testing.B, workers int, op func(w, i int) error) {
 // on a lock of its own (two durable raft commits per cycle, group-committed
 // across sessions).
 func acquireRelease(b *testing.B, addrs []string, n int) {
-	clients := dialCell(b, addrs, n)
+	acquireReleaseBy(b, dialCell(b, addrs, n))
+}
+
+// acquireReleaseBy runs the cycles of acquireRelease with one session of
+// clients each.
+func acquireReleaseBy(b *testing.B, clients []*client.Client) {
+	n := len(clients)
 	ctx := context.Background()
 	handles := make([]*client.Handle, n)
 	for i, c := range clients {
