@@ -62,6 +62,15 @@ type Config struct {
 	// connection whose frame finds no room within the body timeout is
 	// answered resource_exhausted and closed; smaller frames never wait.
 	MaxFrameMemory int64
+	// Per-session and per-principal bounds (0: the Default value): blocked
+	// Acquires a session has waiting, nodes it watches, sessions one
+	// principal holds (only with TLS: without it everybody is anonymous),
+	// and CreateSessions per second this master admits (bursts up to as
+	// many). Past one, the call fails with resource_exhausted.
+	MaxWaitsPerSession      int
+	MaxWatchesPerSession    int
+	MaxSessionsPerPrincipal int
+	CreateSessionRate       int
 	// SnapshotThreshold is how many log entries trigger a snapshot (and log
 	// compaction); TrailingLogs is how many entries are kept behind it so a
 	// lagging follower can catch up without a snapshot.
@@ -112,6 +121,11 @@ var DefaultAdmins = []string{"admin"}
 const (
 	DefaultMaxConns    = 20_000
 	DefaultMaxSessions = 250_000
+
+	DefaultMaxWaitsPerSession      = 1_000
+	DefaultMaxWatchesPerSession    = 10_000
+	DefaultMaxSessionsPerPrincipal = 20_000
+	DefaultCreateSessionRate       = 5_000
 	// DefaultMaxFrameMemory: 256 large frames of a megabyte in flight.
 	DefaultMaxFrameMemory = 256 << 20
 )
@@ -131,24 +145,29 @@ func DefaultConfig() Config {
 		host = "chubbyd"
 	}
 	return Config{
-		NodeID:             host,
-		Cell:               "local",
-		DataDir:            "chubby-data",
-		RPCAddr:            "127.0.0.1:7100",
-		RaftAddr:           "127.0.0.1:7101",
-		GossipAddr:         "127.0.0.1:7102",
-		HTTPAddr:           "127.0.0.1:7180",
-		BootstrapExpect:    1,
-		DefaultTTL:         session.DefaultTTL,
-		MaxConns:           DefaultMaxConns,
-		MaxSessions:        DefaultMaxSessions,
-		MaxFrameMemory:     DefaultMaxFrameMemory,
-		SnapshotThreshold:  8192,
-		TrailingLogs:       10240,
-		SnapshotInterval:   30 * time.Second,
-		HeartbeatTimeout:   300 * time.Millisecond,
-		ElectionTimeout:    300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
+		NodeID:          host,
+		Cell:            "local",
+		DataDir:         "chubby-data",
+		RPCAddr:         "127.0.0.1:7100",
+		RaftAddr:        "127.0.0.1:7101",
+		GossipAddr:      "127.0.0.1:7102",
+		HTTPAddr:        "127.0.0.1:7180",
+		BootstrapExpect: 1,
+		DefaultTTL:      session.DefaultTTL,
+		MaxConns:        DefaultMaxConns,
+		MaxSessions:     DefaultMaxSessions,
+
+		MaxWaitsPerSession:      DefaultMaxWaitsPerSession,
+		MaxWatchesPerSession:    DefaultMaxWatchesPerSession,
+		MaxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
+		CreateSessionRate:       DefaultCreateSessionRate,
+		MaxFrameMemory:          DefaultMaxFrameMemory,
+		SnapshotThreshold:       8192,
+		TrailingLogs:            10240,
+		SnapshotInterval:        30 * time.Second,
+		HeartbeatTimeout:        300 * time.Millisecond,
+		ElectionTimeout:         300 * time.Millisecond,
+		LeaderLeaseTimeout:      150 * time.Millisecond,
 	}
 }
 

@@ -36,3 +36,10 @@ func SetExpiring(s *Server, id uint64, on bool) bool {
 	}
 	return ok
 }
+
+// RegisteredWaits is how many blocked Acquires are registered on s.
+func RegisteredWaits(s *Server) int {
+	s.waits.mu.Lock()
+	defer s.waits.mu.Unlock()
+	return len(s.waits.m)
+}

@@ -107,6 +107,16 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 		s.metrics.rejected.WithLabelValues("sessions").Inc()
 		return nil, fmt.Errorf("%w: %d sessions live (limit %d)", wire.ErrResourceExhausted, n, s.cfg.MaxSessions)
 	}
+	if s.tls != nil { // without TLS everybody is the one anonymous principal
+		if n := s.leases.owned(c.c.principal); n >= s.cfg.MaxSessionsPerPrincipal {
+			s.metrics.rejected.WithLabelValues("principal_sessions").Inc()
+			return nil, fmt.Errorf("%w: %s holds %d sessions (limit %d per principal)", wire.ErrResourceExhausted, c.c.principal, n, s.cfg.MaxSessionsPerPrincipal)
+		}
+	}
+	if !s.createRate.take(time.Now()) {
+		s.metrics.rejected.WithLabelValues("create_rate").Inc()
+		return nil, fmt.Errorf("%w: more than %d CreateSessions a second; try again shortly", wire.ErrResourceExhausted, s.cfg.CreateSessionRate)
+	}
 	ttl := session.NegotiateTTL(time.Duration(a.TTL))
 	if a.TTL == 0 {
 		ttl = s.cfg.DefaultTTL
@@ -142,6 +152,10 @@ func (s *Server) closeSession(c *call, _ *noArgs) (any, error) {
 }
 
 func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
+	if a.Events != 0 && !s.watches.canWatch(c.req.Session, a.Path, s.cfg.MaxWatchesPerSession) {
+		s.metrics.rejected.WithLabelValues("watches").Inc()
+		return nil, fmt.Errorf("%w: session %d watches %d nodes (limit %d)", wire.ErrResourceExhausted, c.req.Session, s.cfg.MaxWatchesPerSession, s.cfg.MaxWatchesPerSession)
+	}
 	// Subscribe only once the node is known to exist (or was created).
 	watch := func() {
 		if a.Events != 0 {
@@ -278,6 +292,10 @@ func (s *Server) acquire(c *call, a *wire.AcquireArgs) (any, error) {
 	// Register before proposing: the grant may come in the very apply that
 	// queues us, or in any later one.
 	k := waitKey{c.req.Session, a.WaitID}
+	if n := s.waits.count(k); n >= s.cfg.MaxWaitsPerSession {
+		s.metrics.rejected.WithLabelValues("waits").Inc()
+		return nil, fmt.Errorf("%w: session %d has %d blocked Acquires waiting (limit %d)", wire.ErrResourceExhausted, k.session, n, s.cfg.MaxWaitsPerSession)
+	}
 	ch, unregister, ok := s.waits.register(k)
 	if !ok {
 		return nil, fmt.Errorf("%w: wait %d on %s was cancelled before it arrived", fs.ErrBadRequest, a.WaitID, a.Path)

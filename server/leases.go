@@ -32,6 +32,8 @@ type leaseTable struct {
 
 	mu sync.Mutex
 	m  map[uint64]*lease
+	// owners counts the leases by principal (MaxSessionsPerPrincipal).
+	owners map[string]int
 	// nUnflushed counts the leases with an open unflushed channel.
 	nUnflushed int
 	rng        *rand.Rand // KeepAlive hold jitter
@@ -101,7 +103,7 @@ type lease struct {
 }
 
 func newLeaseTable(clock session.Clock, log hclog.Logger, stall stallDetector, m leaseMetrics) *leaseTable {
-	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{},
+	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{}, owners: map[string]int{},
 		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
 		expiredC: make(chan struct{}, 1), summary: newLogSummary(log, clock, summaryInterval)}
 }
@@ -167,7 +169,28 @@ func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []b
 func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
 	l := &lease{id: id, secret: secret, owner: owner, ttl: ttl, expires: now.Add(ttl), renewed: now}
 	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
+	if old, ok := t.m[id]; ok {
+		t.owners[old.owner]--
+	}
 	t.m[id] = l
+	t.owners[owner]++
+}
+
+// deleteLocked forgets lease id (t.mu held).
+func (t *leaseTable) deleteLocked(id uint64) {
+	if l, ok := t.m[id]; ok {
+		if t.owners[l.owner]--; t.owners[l.owner] <= 0 {
+			delete(t.owners, l.owner)
+		}
+		delete(t.m, id)
+	}
+}
+
+// owned is how many sessions of principal this master has.
+func (t *leaseTable) owned(principal string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.owners[principal]
 }
 
 func (t *leaseTable) clearLocked() []*poll {
@@ -185,7 +208,7 @@ func (t *leaseTable) clearLocked() []*poll {
 			p.timer.Stop()
 			parked = append(parked, p)
 		}
-		delete(t.m, id)
+		t.deleteLocked(id)
 	}
 	return parked
 }
@@ -206,7 +229,7 @@ func (t *leaseTable) remove(id uint64) {
 	if p != nil {
 		p.timer.Stop()
 	}
-	delete(t.m, id)
+	t.deleteLocked(id)
 	t.metrics.sessions.Set(float64(len(t.m)))
 	t.mu.Unlock()
 	if p != nil {

@@ -31,6 +31,7 @@ type lockWaits struct {
 	observe   prometheus.Observer // queued → granted
 	mu        sync.Mutex
 	m         map[waitKey]*blockedAcquire
+	perSess   map[uint64]int        // registered waits by session
 	flagged   map[waitKey]bool      // cancelled while registered
 	cancelled map[waitKey]time.Time // cancelled before registered (tombstones)
 }
@@ -58,7 +59,7 @@ type waitResult struct {
 }
 
 func newLockWaits(clock session.Clock, observe prometheus.Observer) *lockWaits {
-	return &lockWaits{clock: clock, observe: observe, m: map[waitKey]*blockedAcquire{}, flagged: map[waitKey]bool{},
+	return &lockWaits{clock: clock, observe: observe, m: map[waitKey]*blockedAcquire{}, perSess: map[uint64]int{}, flagged: map[waitKey]bool{},
 		cancelled: map[waitKey]time.Time{}}
 }
 
@@ -78,6 +79,8 @@ func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister fu
 	}
 	if old, ok := w.m[k]; ok {
 		b.since = old.since
+	} else {
+		w.perSess[k.session]++
 	}
 	w.m[k] = b
 	delete(w.flagged, k)
@@ -85,11 +88,34 @@ func (w *lockWaits) register(k waitKey) (result <-chan waitResult, unregister fu
 	return b.ch, func() {
 		w.mu.Lock()
 		if w.m[k] == b {
-			delete(w.m, k)
+			w.forgetLocked(k)
 			delete(w.flagged, k)
 		}
 		w.mu.Unlock()
 	}, true
+}
+
+// forgetLocked removes the registered wait k (w.mu held).
+func (w *lockWaits) forgetLocked(k waitKey) {
+	if _, ok := w.m[k]; !ok {
+		return
+	}
+	delete(w.m, k)
+	if w.perSess[k.session]--; w.perSess[k.session] <= 0 {
+		delete(w.perSess, k.session)
+	}
+}
+
+// count is how many waits k's session has registered, not counting k
+// itself (a re-issue of a registered wait adds none).
+func (w *lockWaits) count(k waitKey) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.perSess[k.session]
+	if _, ok := w.m[k]; ok {
+		n--
+	}
+	return n
 }
 
 // cancel notes a CancelAcquire of k, before it is proposed: a wait under
@@ -130,7 +156,7 @@ func (w *lockWaits) wake(k waitKey, r waitResult) {
 		case b.ch <- r:
 		default:
 		}
-		delete(w.m, k)
+		w.forgetLocked(k)
 		if r.err == nil {
 			w.observe.Observe(w.clock.Now().Sub(b.since).Seconds())
 		}
@@ -160,7 +186,7 @@ func (w *lockWaits) failAll(err error) {
 		case b.ch <- waitResult{err: err}:
 		default:
 		}
-		delete(w.m, k)
+		w.forgetLocked(k)
 	}
 }
 

@@ -49,11 +49,13 @@ type Server struct {
 	existing  bool // raft had state on disk at start
 	notifyCh  chan bool
 
-	ln      net.Listener
-	tls     *tlsMaterial // nil: a dev cell without TLS
-	httpSrv *http.Server
-	httpLn  net.Listener
-	metrics *metrics
+	ln  net.Listener
+	tls *tlsMaterial // nil: a dev cell without TLS
+	// createRate bounds the CreateSessions this master admits a second.
+	createRate *tokenBucket
+	httpSrv    *http.Server
+	httpLn     net.Listener
+	metrics    *metrics
 	// journal keeps recent cell events for the status page; watch turns
 	// raft observations into journal entries, metrics and follower health.
 	journal  *journal
@@ -103,18 +105,23 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MaxConns, def.MaxConns)
 	setDefault(&cfg.MaxSessions, def.MaxSessions)
 	setDefault(&cfg.MaxFrameMemory, def.MaxFrameMemory)
+	setDefault(&cfg.MaxWaitsPerSession, def.MaxWaitsPerSession)
+	setDefault(&cfg.MaxWatchesPerSession, def.MaxWatchesPerSession)
+	setDefault(&cfg.MaxSessionsPerPrincipal, def.MaxSessionsPerPrincipal)
+	setDefault(&cfg.CreateSessionRate, def.CreateSessionRate)
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		rpcLog:   cfg.Logger.Named("rpc"),
-		clock:    cfg.Clock,
-		fsm:      newFSM(cfg.Cell),
-		conns:    map[*conn]struct{}{},
-		shutdown: make(chan struct{}),
-		metrics:  newMetrics(),
+		createRate: newTokenBucket(cfg.CreateSessionRate),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		rpcLog:     cfg.Logger.Named("rpc"),
+		clock:      cfg.Clock,
+		fsm:        newFSM(cfg.Cell),
+		conns:      map[*conn]struct{}{},
+		shutdown:   make(chan struct{}),
+		metrics:    newMetrics(),
 	}
 	m := s.metrics
 	s.frames = semaphore.NewWeighted(cfg.MaxFrameMemory)

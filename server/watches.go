@@ -49,6 +49,18 @@ func (t *watchTable) forget(session uint64) {
 
 // watch subscribes session to mask's events on path (or'ed with earlier
 // subscriptions); a zero mask unsubscribes.
+// canWatch reports whether session may watch path: it watches it already,
+// or fewer than limit nodes.
+func (t *watchTable) canWatch(session uint64, path string, limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	paths := t.watchedBy[session]
+	if _, ok := paths[path]; ok {
+		return true
+	}
+	return len(paths) < limit
+}
+
 func (t *watchTable) watch(session uint64, path string, mask uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
