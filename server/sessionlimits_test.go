@@ -6,10 +6,8 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -137,18 +135,14 @@ func TestSessionsPerPrincipalBounded(t *testing.T) {
 		cfg.MaxSessionsPerPrincipal = 2
 	}))
 	tlsFor := func(name string) *tls.Config {
-		cert, key, err := devca.CreateCert(dir, devca.CertRequest{Name: name, Days: 1})
+		if _, _, err := devca.CreateCert(dir, devca.CertRequest{Name: name, Days: 1}); err != nil {
+			t.Fatal(err)
+		}
+		tc, err := devca.TLSConfig(dir, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pem, _ := os.ReadFile(filepath.Join(dir, devca.CAFile))
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(pem)
-		return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots}
+		return tc
 	}
 	alice, bob := tlsFor("alice"), tlsFor("bob")
 	a1 := c.Dial(t, client.Config{TLS: alice})

@@ -15,6 +15,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -235,4 +236,23 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
+}
+
+// TLSConfig is a TLS configuration for the certificate NAME of dir (as
+// CreateCert wrote it) trusting dir's CA: what a client of the cell (or a
+// test) dials with. ServerName is left empty; set it to ServerName(cell)
+// for standard verification, or leave it to client.Config.TLS, which
+// checks the server role name itself.
+func TLSConfig(dir, name string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	ca, _, err := LoadCA(dir)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }

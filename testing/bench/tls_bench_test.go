@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,28 +36,20 @@ func startTLSCell(b *testing.B) (string, *tls.Config) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cliCert, cliKey, err := devca.CreateCert(dir, devca.CertRequest{Name: "client", Days: 1})
-	if err != nil {
+	if _, _, err := devca.CreateCert(dir, devca.CertRequest{Name: "client", Days: 1}); err != nil {
 		b.Fatal(err)
 	}
-	ca := filepath.Join(dir, devca.CAFile)
 	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil, func(c *server.Config) {
-		c.TLS = &server.TLSFiles{CA: ca, Cert: srvCert, Key: srvKey}
+		c.TLS = &server.TLSFiles{CA: filepath.Join(dir, devca.CAFile), Cert: srvCert, Key: srvKey}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.WaitMaster(ctx); err != nil {
 		b.Fatal(err)
 	}
-	pair, err := tls.LoadX509KeyPair(cliCert, cliKey)
+	tc, err := devca.TLSConfig(dir, "client")
 	if err != nil {
 		b.Fatal(err)
 	}
-	pem, err := os.ReadFile(ca)
-	if err != nil {
-		b.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	return s.RPCAddr(), &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots}
+	return s.RPCAddr(), tc
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/devca"
 	"github.com/chubby-dev/chubby/testing/proc"
 	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
@@ -60,17 +61,12 @@ func (p pki) shArgs(name string) []string {
 
 func (p pki) tlsConfig(t *testing.T, name, serverName string) *tls.Config {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(p.cert(name), p.key(name))
+	tc, err := devca.TLSConfig(p.dir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(p.ca())
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(b)
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: serverName}
+	tc.ServerName = serverName
+	return tc
 }
 
 func TestTLSCell(t *testing.T) {
