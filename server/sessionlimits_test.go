@@ -5,15 +5,12 @@ package server_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/internal/devca"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/wait"
@@ -122,29 +119,12 @@ func TestCreateSessionRateBounded(t *testing.T) {
 // MaxSessionsPerPrincipal sessions; another principal is not held to its
 // count, and an ended session frees a slot.
 func TestSessionsPerPrincipalBounded(t *testing.T) {
-	dir := t.TempDir()
-	if err := devca.CreateCA(dir, "local", 1); err != nil {
-		t.Fatal(err)
-	}
-	sc, sk, err := devca.CreateCert(dir, devca.CertRequest{Name: "node0", Server: true, Days: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, clients := cell.DevTLS(t, "alice", "bob")
 	c := cell.Start(t, cell.WithServerConfig(func(_ int, cfg *server.Config) {
-		cfg.TLS = &server.TLSFiles{CA: filepath.Join(dir, devca.CAFile), Cert: sc, Key: sk}
+		cfg.TLS = files
 		cfg.MaxSessionsPerPrincipal = 2
 	}))
-	tlsFor := func(name string) *tls.Config {
-		if _, _, err := devca.CreateCert(dir, devca.CertRequest{Name: name, Days: 1}); err != nil {
-			t.Fatal(err)
-		}
-		tc, err := devca.TLSConfig(dir, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tc
-	}
-	alice, bob := tlsFor("alice"), tlsFor("bob")
+	alice, bob := clients["alice"], clients["bob"]
 	a1 := c.Dial(t, client.Config{TLS: alice})
 	c.Dial(t, client.Config{TLS: alice})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

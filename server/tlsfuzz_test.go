@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/internal/devca"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/wire"
@@ -21,24 +19,9 @@ import (
 // seeds; `go test ./server -run '^$' -fuzz FuzzTLSGarbage -fuzztime 5m`
 // fuzzes.
 func FuzzTLSGarbage(f *testing.F) {
-	dir := f.TempDir()
-	if err := devca.CreateCA(dir, "local", 1); err != nil {
-		f.Fatal(err)
-	}
-	sc, sk, err := devca.CreateCert(dir, devca.CertRequest{Name: "node0", Server: true, Days: 1})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if _, _, err := devca.CreateCert(dir, devca.CertRequest{Name: "fuzzer", Days: 1}); err != nil {
-		f.Fatal(err)
-	}
-	c := cell.Start(f, cell.WithServerConfig(func(_ int, cfg *server.Config) {
-		cfg.TLS = &server.TLSFiles{CA: filepath.Join(dir, devca.CAFile), Cert: sc, Key: sk}
-	}))
-	tc, err := devca.TLSConfig(dir, "fuzzer")
-	if err != nil {
-		f.Fatal(err)
-	}
+	files, clients := cell.DevTLS(f, "fuzzer")
+	c := cell.Start(f, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.TLS = files }))
+	tc := clients["fuzzer"]
 	good := c.Dial(f, client.Config{TLS: tc})
 	if _, err := good.Open(context.Background(), c.Path("probe"), client.Create()); err != nil {
 		f.Fatal(err)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
-	"github.com/chubby-dev/chubby/internal/devca"
 	"github.com/chubby-dev/chubby/server"
+	"github.com/chubby-dev/chubby/testing/cell"
 )
 
 // BenchmarkAcquireReleaseTLS: BenchmarkAcquireRelease's cycles on a
@@ -28,28 +27,12 @@ func BenchmarkAcquireReleaseTLS(b *testing.B) {
 // startTLSCell starts a one-server cell with TLS and returns its address
 // and a client TLS configuration for it.
 func startTLSCell(b *testing.B) (string, *tls.Config) {
-	dir := b.TempDir()
-	if err := devca.CreateCA(dir, "local", 1); err != nil {
-		b.Fatal(err)
-	}
-	srvCert, srvKey, err := devca.CreateCert(dir, devca.CertRequest{Name: "bench", Server: true, Days: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := devca.CreateCert(dir, devca.CertRequest{Name: "client", Days: 1}); err != nil {
-		b.Fatal(err)
-	}
-	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil, func(c *server.Config) {
-		c.TLS = &server.TLSFiles{CA: filepath.Join(dir, devca.CAFile), Cert: srvCert, Key: srvKey}
-	})
+	files, clients := cell.DevTLS(b, "client")
+	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil, func(c *server.Config) { c.TLS = files })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.WaitMaster(ctx); err != nil {
 		b.Fatal(err)
 	}
-	tc, err := devca.TLSConfig(dir, "client")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s.RPCAddr(), tc
+	return s.RPCAddr(), clients["client"]
 }
