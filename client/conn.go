@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +84,7 @@ func serverVerifying(cfg *tls.Config) *tls.Config {
 			return err
 		}
 		for _, n := range leaf.DNSNames {
-			if strings.HasPrefix(n, "server.") && strings.HasSuffix(n, ".chubby") {
+			if wire.IsServerName(n) {
 				return nil
 			}
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/chubby-dev/chubby/fs"
-	"github.com/chubby-dev/chubby/internal/devca"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // TLSFiles names a server's TLS material, PEM files: the CA that signs
@@ -45,7 +45,7 @@ type tlsState struct {
 }
 
 func loadTLS(files TLSFiles, cell string) (*tlsMaterial, error) {
-	m := &tlsMaterial{files: files, role: devca.ServerName(cell)}
+	m := &tlsMaterial{files: files, role: wire.ServerName(cell)}
 	return m, m.reload()
 }
 

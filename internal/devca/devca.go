@@ -4,7 +4,7 @@
 // encryption keys. Keys are ECDSA P-256; files are PEM, the keys written
 // with mode 0600. Nothing is overwritten.
 //
-// A server certificate carries the role name ServerName(cell) among its DNS
+// A server certificate carries the role name wire.ServerName(cell) among its DNS
 // names and is valid for both server and client authentication (servers
 // dial each other); a client certificate carries no such name and is valid
 // for client authentication only, so it cannot pass as a server. The
@@ -28,12 +28,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-)
 
-// ServerName is the DNS name every server certificate of cell carries: a
-// TLS client of the cell verifies it (not the address it dialled), and a
-// certificate without it is not a server's.
-func ServerName(cell string) string { return "server." + cell + ".chubby" }
+	"github.com/chubby-dev/chubby/wire"
+)
 
 // The files of a CA directory.
 const (
@@ -125,11 +122,11 @@ func CreateCert(dir string, r CertRequest) (certPath, keyPath string, err error)
 	}
 	if r.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		tmpl.DNSNames = append([]string{ServerName(cell), "localhost"}, r.DNS...)
+		tmpl.DNSNames = append([]string{wire.ServerName(cell), "localhost"}, r.DNS...)
 		tmpl.IPAddresses = append([]net.IP{net.ParseIP("127.0.0.1")}, r.IPs...)
 	} else {
 		for _, d := range r.DNS {
-			if IsServerName(d) {
+			if wire.IsServerName(d) {
 				return "", "", fmt.Errorf("a client certificate cannot carry the server role name %q", d)
 			}
 		}
@@ -139,11 +136,6 @@ func CreateCert(dir string, r CertRequest) (certPath, keyPath string, err error)
 		return "", "", err
 	}
 	return certPath, keyPath, writePair(dir, r.Name+".pem", r.Name+"-key.pem", der, key)
-}
-
-// IsServerName reports whether a DNS name is a cell's server role name.
-func IsServerName(name string) bool {
-	return strings.HasPrefix(name, "server.") && strings.HasSuffix(name, ".chubby")
 }
 
 // LoadCA reads the CA certificate and key of dir.
@@ -240,7 +232,7 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 
 // TLSConfig is a TLS configuration for the certificate NAME of dir (as
 // CreateCert wrote it) trusting dir's CA: what a client of the cell (or a
-// test) dials with. ServerName is left empty; set it to ServerName(cell)
+// test) dials with. ServerName is left empty; set it to wire.ServerName(cell)
 // for standard verification, or leave it to client.Config.TLS, which
 // checks the server role name itself.
 func TLSConfig(dir, name string) (*tls.Config, error) {

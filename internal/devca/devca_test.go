@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // pool is the CA of dir as a certificate pool.
@@ -35,7 +37,7 @@ func pair(t *testing.T, cert, key string) tls.Certificate {
 
 // handshake runs a mutual-TLS handshake over a pipe: the server requires a
 // client certificate from roots; the client verifies the server as
-// ServerName(cell). It returns the server's and the client's errors and
+// wire.ServerName(cell). It returns the server's and the client's errors and
 // the client's principal as the server saw it.
 func handshake(t *testing.T, roots *x509.CertPool, srv, cli tls.Certificate, cell string) (srvErr, cliErr error, principal string) {
 	t.Helper()
@@ -43,7 +45,7 @@ func handshake(t *testing.T, roots *x509.CertPool, srv, cli tls.Certificate, cel
 	defer a.Close()
 	defer b.Close()
 	sc := tls.Server(a, &tls.Config{Certificates: []tls.Certificate{srv}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13})
-	cc := tls.Client(b, &tls.Config{Certificates: []tls.Certificate{cli}, RootCAs: roots, ServerName: ServerName(cell), MinVersion: tls.VersionTLS13})
+	cc := tls.Client(b, &tls.Config{Certificates: []tls.Certificate{cli}, RootCAs: roots, ServerName: wire.ServerName(cell), MinVersion: tls.VersionTLS13})
 	done := make(chan error, 1)
 	go func() {
 		a.SetDeadline(time.Now().Add(5 * time.Second))
