@@ -267,6 +267,9 @@ func (s *State) RemovedServers() map[string]bool {
 	return out
 }
 
+// SessionCount returns the number of live sessions (without listing them).
+func (s *State) SessionCount() int { return len(s.sessions) }
+
 // NodeCount returns the number of nodes including the root.
 func (s *State) NodeCount() int { return len(s.nodes) }
 

@@ -58,7 +58,7 @@ func (s *Server) Status() Status {
 		st.LastContactMS = time.Since(last).Milliseconds()
 	}
 	s.fsm.read(func(f *fs.State) {
-		st.Sessions = len(f.Sessions())
+		st.Sessions = f.SessionCount()
 		st.Nodes = f.NodeCount()
 		st.Applied = f.AppliedIndex()
 	})

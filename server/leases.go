@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/heap"
 	"crypto/subtle"
 	"fmt"
 	"math/rand/v2"
@@ -44,6 +45,18 @@ type leaseTable struct {
 	expired  []uint64
 	expiredC chan struct{}
 
+	// due orders the leases by when to look at them next (lease.due); one
+	// timer, wake, is armed for the earliest, at wakeAt (zero: not armed).
+	// A KeepAlive only moves the lease's end: its entry comes up at the
+	// old end, finds the lease renewed and goes back in at the new one. So
+	// leases that run out together cost one goroutine working through them
+	// in order, not a goroutine each (a million timers firing at once
+	// queued the stall monitor's tick behind them, and the master took its
+	// own expiry work for a pause of the process).
+	due    dueHeap
+	wake   session.Timer
+	wakeAt time.Time
+
 	// summary logs fresh leases after a stall per interval, not per session.
 	summary *logSummary
 	// kaRate counts KeepAlives per second of the lease clock over the last
@@ -57,9 +70,9 @@ type leaseTable struct {
 // kaRateWindow is how many seconds the status page's KeepAlive rate covers.
 const kaRateWindow = 10
 
-// stallDetector says whether this process stalled (see stallMonitor).
+// stallDetector tells when this process stalled (see stallMonitor).
 type stallDetector interface {
-	stalledSince(now, since time.Time) bool
+	stallsSince(now, since time.Time) []stall
 }
 
 // leaseMetrics are the series the lease table updates.
@@ -83,8 +96,12 @@ type lease struct {
 	// renewed is when the lease was last granted or extended here: its
 	// creation, its promotion by this master, its last KeepAlive.
 	renewed time.Time
-	timer   session.Timer // fires at expires
-	ending  bool          // an expiry command is in flight
+	// due is when the lease's entry in the table's due heap comes up (an
+	// entry with another time is stale and dropped).
+	due    time.Time
+	ending bool // an expiry command is in flight
+	// credited: stalls up to this time have been given back to the lease.
+	credited time.Time
 	poll    *poll
 
 	// Invalidations sent (or to send) and not yet acknowledged; writers
@@ -168,7 +185,7 @@ func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []b
 
 func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
 	l := &lease{id: id, secret: secret, owner: owner, ttl: ttl, expires: now.Add(ttl), renewed: now}
-	l.timer = t.clock.AfterFunc(ttl, func() { t.timeout(id) })
+	t.scheduleLocked(l, l.expires)
 	if old, ok := t.m[id]; ok {
 		t.owners[old.owner]--
 	}
@@ -195,13 +212,17 @@ func (t *leaseTable) owned(principal string) int {
 
 func (t *leaseTable) clearLocked() []*poll {
 	t.expired = nil
+	t.due = nil
+	if t.wake != nil {
+		t.wake.Stop()
+	}
+	t.wakeAt = time.Time{}
 	select {
 	case <-t.expiredC:
 	default:
 	}
 	var parked []*poll
 	for id, l := range t.m {
-		l.timer.Stop()
 		l.releaseLocked()
 		t.flushedLocked(l)
 		if p := l.poll; p != nil {
@@ -222,7 +243,6 @@ func (t *leaseTable) remove(id uint64) {
 		t.mu.Unlock()
 		return
 	}
-	l.timer.Stop()
 	l.releaseLocked()
 	t.flushedLocked(l)
 	p := l.poll
@@ -286,36 +306,78 @@ func (t *leaseTable) extendLocked(l *lease, now time.Time) {
 	if e := now.Add(l.ttl); e.After(l.expires) {
 		l.expires = e
 	}
-	l.timer.Reset(l.expires.Sub(now))
 }
 
-// timeout runs when a lease's timer fires. The lease is handed out as
-// expired only if it really ended and the timer was not delayed by a stall
-// of this process; the master then confirms its leadership before it
-// proposes the expiry.
-func (t *leaseTable) timeout(id uint64) {
-	now := t.clock.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	l, ok := t.m[id]
-	if !ok || l.ending {
-		return
+// scheduleLocked puts lease l in the due heap to come up at at, and arms
+// the wake timer if that is earlier than it is armed for.
+func (t *leaseTable) scheduleLocked(l *lease, at time.Time) {
+	l.due = at
+	heap.Push(&t.due, dueEntry{at: at, id: l.id})
+	if t.wakeAt.IsZero() || at.Before(t.wakeAt) {
+		t.armLocked(at)
 	}
-	if now.Before(l.expires) {
-		l.timer.Reset(l.expires.Sub(now))
-		return
+}
+
+func (t *leaseTable) armLocked(at time.Time) {
+	t.wakeAt = at
+	if d := at.Sub(t.clock.Now()); t.wake == nil {
+		t.wake = t.clock.AfterFunc(d, t.expire)
+	} else {
+		t.wake.Reset(d)
 	}
-	if late := now.Sub(l.expires); late > stallThreshold || t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
-		t.summary.add(hclog.Warn, "leases ran out while the master stalled; sessions given a fresh lease", "session", id, "late", late)
-		l.expires, l.renewed = now.Add(l.ttl), now
-		l.timer.Reset(l.ttl)
-		return
-	}
-	l.ending = true
-	t.expired = append(t.expired, id)
-	select {
-	case t.expiredC <- struct{}{}:
-	default:
+}
+
+// expireChunk bounds the leases expire looks at per hold of the table's
+// lock, so KeepAlives are not held up behind a flood of expiries.
+const expireChunk = 4096
+
+// expire runs when the wake timer fires: it looks at every lease whose
+// entry has come up, in order. A lease renewed meanwhile goes back in at
+// its new end. A lease that ran out is handed out as expired unless the
+// stall monitor saw this process stall since the lease's last renewal
+// (then it gets a fresh lease: the session may have been unable to reach
+// a paused master); the master confirms its leadership before it proposes
+// the expiries. How late the timer fired says nothing here: a master busy
+// with many expiries fires late without having stalled.
+func (t *leaseTable) expire() {
+	for {
+		now := t.clock.Now()
+		t.mu.Lock()
+		for n := 0; n < expireChunk && len(t.due) > 0 && !t.due[0].at.After(now); n++ {
+			e := heap.Pop(&t.due).(dueEntry)
+			l, ok := t.m[e.id]
+			if !ok || l.ending || !l.due.Equal(e.at) {
+				continue // gone, being expired, or a stale entry
+			}
+			if now.Before(l.expires) {
+				t.scheduleLocked(l, l.expires)
+				continue
+			}
+			if t.creditStallsLocked(l, now) {
+				t.summary.add(hclog.Warn, "leases ran out while the master stalled; sessions given back the time the stall took", "session", e.id, "until", l.expires)
+				t.scheduleLocked(l, l.expires)
+				continue
+			}
+			l.ending = true
+			t.expired = append(t.expired, e.id)
+		}
+		more := len(t.due) > 0 && !t.due[0].at.After(now)
+		if !more {
+			t.wakeAt = time.Time{}
+			if len(t.due) > 0 {
+				t.armLocked(t.due[0].at)
+			}
+		}
+		if len(t.expired) > 0 {
+			select {
+			case t.expiredC <- struct{}{}:
+			default:
+			}
+		}
+		t.mu.Unlock()
+		if !more {
+			return
+		}
 	}
 }
 
@@ -329,10 +391,51 @@ func (t *leaseTable) endingLocked(id uint64) *lease {
 	return nil
 }
 
-// graceAfterStall gives a session whose expiry is in flight a fresh lease
-// if the master turns out to have stalled since the session's last
-// renewal, and reports whether the expiry is off: given that grace, or no
-// longer in flight at all.
+// creditStallsLocked gives lease l, which ran out by now, back the lease
+// time that stalls of this process took from it since its last renewal (or
+// since stalls were last credited to it), and reports whether that leaves
+// it alive at now. A stall that ate part of the lease's window pushes its
+// end back by the part it ate; one that outlasted the lease's end leaves
+// the session, once the process runs again, the lease time it had left
+// when the stall began. So a session that could not reach a paused master
+// is not expired for the pause, and a session abandoned for good still
+// expires about a TTL after the last stall, however many there are.
+func (t *leaseTable) creditStallsLocked(l *lease, now time.Time) bool {
+	from := l.renewed
+	if l.credited.After(from) {
+		from = l.credited
+	}
+	stalls := t.stall.stallsSince(now, from)
+	if len(stalls) == 0 {
+		return false
+	}
+	for _, st := range stalls {
+		start := st.start
+		if start.Before(from) {
+			start = from
+		}
+		end, resumed := st.end, st.end // the end of the part eaten; when the process ran again
+		if l.expires.Before(end) {
+			end = l.expires
+		}
+		if eaten := end.Sub(start); eaten > 0 {
+			if l.expires.After(resumed) {
+				resumed = l.expires
+			}
+			l.expires = resumed.Add(eaten)
+		}
+	}
+	l.credited = now
+	if last := stalls[len(stalls)-1].end; last.After(now) {
+		l.credited = last
+	}
+	return now.Before(l.expires)
+}
+
+// graceAfterStall looks again, just before the master proposes the expiry
+// of session id, for stalls since the lease was last renewed or credited:
+// if they leave the lease alive, the expiry is off. It reports whether the
+// expiry is off: the session given that grace, or no longer being expired.
 func (t *leaseTable) graceAfterStall(id uint64) bool {
 	now := t.clock.Now()
 	t.mu.Lock()
@@ -341,12 +444,11 @@ func (t *leaseTable) graceAfterStall(id uint64) bool {
 	if l == nil {
 		return true
 	}
-	if !t.stall.stalledSince(now, l.expires.Add(-l.ttl)) {
+	if !t.creditStallsLocked(l, now) {
 		return false
 	}
 	l.ending = false
-	l.expires, l.renewed = now.Add(l.ttl), now
-	l.timer.Reset(l.ttl)
+	t.scheduleLocked(l, l.expires)
 	return true
 }
 
@@ -357,7 +459,7 @@ func (t *leaseTable) retryExpiry(id uint64) {
 	defer t.mu.Unlock()
 	if l := t.endingLocked(id); l != nil {
 		l.ending = false
-		l.timer.Reset(time.Second)
+		t.scheduleLocked(l, t.clock.Now().Add(time.Second))
 	}
 }
 
@@ -437,4 +539,24 @@ func (t *leaseTable) views(ids []uint64) map[uint64]leaseView {
 		}
 	}
 	return out
+}
+
+// dueEntry is a lease's place in the due heap.
+type dueEntry struct {
+	at time.Time
+	id uint64
+}
+
+// dueHeap is a min-heap of dueEntry by at (container/heap).
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

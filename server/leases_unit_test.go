@@ -22,10 +22,30 @@ const unitTTL = 12 * time.Second
 
 var unitStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fakeStall is a stallDetector the test sets.
-type fakeStall struct{ stalled atomic.Bool }
+// fakeStall is a stallDetector that reports the stalls the test adds.
+type fakeStall struct {
+	mu     sync.Mutex
+	stalls []stall
+}
 
-func (f *fakeStall) stalledSince(now, since time.Time) bool { return f.stalled.Load() }
+// add records a stall of the process from start to end.
+func (f *fakeStall) add(start, end time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stalls = append(f.stalls, stall{start, end})
+}
+
+func (f *fakeStall) stallsSince(now, since time.Time) []stall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []stall
+	for _, s := range f.stalls {
+		if s.end.After(since) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // skewClock is a manual clock whose Now runs ahead of its timers by skew:
 // a timer then fires "late", as on a master that stalled.
@@ -243,61 +263,130 @@ func TestPromoteGivesFreshLeases(t *testing.T) {
 	wantExpired(t, lt, 1)
 }
 
-// TestLateTimerGivesFreshLease: a lease timer that fires far later than
-// the lease's end means this process stalled: the session gets a fresh
-// lease of its TTL instead of being expired for the master's pause, and
-// expires only if it stays silent for that TTL.
-func TestLateTimerGivesFreshLease(t *testing.T) {
+// TestLateExpiryIsNotAStall (issue 17, finding 3): the expiry timer firing
+// far later than a lease's end, with no stall seen by the stall monitor, is
+// the master's own work running late (a flood of expiries), not a pause of
+// the process: the session is expired, not given a fresh lease. (Before,
+// a million leases ending together made their timers late, and each round
+// of them was renewed for a stall that never happened.)
+func TestLateExpiryIsNotAStall(t *testing.T) {
 	clk := &skewClock{ManualClock: session.NewManualClock(unitStart)}
 	lt := newUnitLeases(t, clk, &fakeStall{})
 	lt.add(clk.Now(), 1, unitTTL, nil, "")
 	clk.skew.Store(int64(stallThreshold + time.Second)) // the timer fires this late
 	clk.Advance(unitTTL)
-	wantExpired(t, lt)
-	if err := lt.check(1); err != nil {
-		t.Fatalf("session after a late timer: %v; want a fresh lease", err)
-	}
-	clk.Advance(unitTTL - time.Millisecond)
-	wantExpired(t, lt)
-	clk.Advance(time.Millisecond)
 	wantExpired(t, lt, 1)
 }
 
-// TestStallGivesFreshLease: a timer on time but a stall of the process
-// since the session's last renewal (the monitor saw it) also gives a fresh
-// lease; and an expiry already handed out is abandoned by graceAfterStall
-// when the master finds it stalled before proposing it.
-func TestStallGivesFreshLease(t *testing.T) {
+// TestManyLeasesEndTogether: leases that run out at once are handed out in
+// one go by one timer (the table arms a single wake-up, whatever the
+// number of leases), the renewed ones are kept and come up at their new
+// end, and removed ones never come up.
+func TestManyLeasesEndTogether(t *testing.T) {
+	clk := session.NewManualClock(unitStart)
+	lt := newUnitLeases(t, clk, &fakeStall{})
+	const n = 3 * expireChunk // more than one hold of the lock
+	var want []uint64
+	for id := uint64(1); id <= n; id++ {
+		lt.add(clk.Now(), id, unitTTL, nil, "")
+	}
+	if p := clk.Pending(); p != 1 {
+		t.Fatalf("%d timers armed for %d leases; want 1", p, n)
+	}
+	clk.Advance(unitTTL / 2)
+	var r replies
+	for id := uint64(1); id <= n; id++ {
+		switch id % 3 {
+		case 0:
+			if err := lt.keepAlive(&r, id, id, true, 0); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			lt.remove(id)
+		default:
+			want = append(want, id)
+		}
+	}
+	clk.Advance(unitTTL / 2)
+	wantExpired(t, lt, want...)
+	want = want[:0]
+	for id := uint64(3); id <= n; id += 3 {
+		want = append(want, id)
+	}
+	clk.Advance(unitTTL/2 - time.Millisecond)
+	wantExpired(t, lt)
+	clk.Advance(time.Millisecond)
+	wantExpired(t, lt, want...)
+}
+
+// TestStallGivesBackLeaseTime: a stall of the process (the monitor saw it)
+// gives a lease that ran out the lease time the stall took from it: a
+// stall inside the lease's window moves its end back by the stall's
+// length; a stall past its end leaves it, after the stall, the time it had
+// left when the stall began. A lease renewed after a stall gets nothing for
+// it, and an abandoned session still expires. An expiry already handed out
+// is abandoned by graceAfterStall when a stall comes in before it is
+// proposed.
+func TestStallGivesBackLeaseTime(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	stall := &fakeStall{}
 	lt := newUnitLeases(t, clk, stall)
-	lt.add(clk.Now(), 1, unitTTL, nil, "")
-	lt.add(clk.Now(), 2, unitTTL, nil, "")
-	stall.stalled.Store(true)
-	clk.Advance(unitTTL)
-	wantExpired(t, lt)
-	stall.stalled.Store(false)
-	clk.Advance(unitTTL)
-	wantExpired(t, lt, 1, 2)
+	t0 := clk.Now()
+	lt.add(t0, 1, unitTTL, nil, "")
+	lt.add(t0, 2, unitTTL, nil, "")
+	clk.Advance(2 * time.Second)
+	lt.add(clk.Now(), 3, unitTTL, nil, "") // renewed after the stall below
 
-	// The master is about to propose the expiries: no stall, expire 1; a
-	// stall found meanwhile, 2 lives on.
+	// A 1 s stall inside the window of 1 and 2, before 3 was created.
+	stall.add(t0.Add(time.Second), t0.Add(2*time.Second))
+	clk.Advance(unitTTL - 2*time.Second) // t0+TTL: 1 and 2 ran out, less the stall
+	wantExpired(t, lt)
+	clk.Advance(time.Second - time.Millisecond)
+	wantExpired(t, lt)
+	clk.Advance(time.Millisecond) // t0+TTL+1s
+	wantExpired(t, lt, 1, 2)
+	clk.Advance(time.Second) // t0+2s+TTL: 3 gets nothing for a stall before it
+	wantExpired(t, lt, 3)
+
+	// The master is about to propose the expiries of 1 and 2 (at t0+14s)
+	// when the monitor reports a stall from t0+12.5s, half a second before
+	// their extended ends, to now: 2's expiry is off, and 2 has, after the
+	// stall, the half second it had left when the stall began.
 	if lt.graceAfterStall(1) {
 		t.Fatal("graceAfterStall without a stall gave session 1 grace")
 	}
-	stall.stalled.Store(true)
+	stall.add(t0.Add(unitTTL+time.Second/2), clk.Now())
 	if !lt.graceAfterStall(2) {
 		t.Fatal("graceAfterStall after a stall did not give session 2 grace")
 	}
-	stall.stalled.Store(false)
 	if err := lt.check(2); err != nil {
 		t.Fatalf("session 2 after grace: %v", err)
 	}
 	if err := lt.check(1); !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("session 1 still being expired: %v", err)
 	}
-	clk.Advance(unitTTL)
+	clk.Advance(time.Second/2 - time.Millisecond)
+	wantExpired(t, lt)
+	clk.Advance(time.Millisecond)
 	wantExpired(t, lt, 2)
+}
+
+// TestStallOfTheWholeLease: a stall far longer than the TTL (ten minutes)
+// leaves a lease renewed just before it one TTL after the process runs
+// again, not ten minutes more, and not none.
+func TestStallOfTheWholeLease(t *testing.T) {
+	clk := session.NewManualClock(unitStart)
+	stall := &fakeStall{}
+	lt := newUnitLeases(t, clk, stall)
+	t0 := clk.Now()
+	lt.add(t0, 1, unitTTL, nil, "")
+	stall.add(t0, t0.Add(10*time.Minute))
+	clk.Advance(10 * time.Minute)
+	wantExpired(t, lt)
+	clk.Advance(unitTTL - time.Millisecond)
+	wantExpired(t, lt)
+	clk.Advance(time.Millisecond)
+	wantExpired(t, lt, 1)
 }
 
 // TestRetryExpiry: an expiry the master could not make (leadership not

@@ -48,15 +48,16 @@ func TestExpiryFloodIsSummarised(t *testing.T) {
 // TestStallFreshLeasesSummarised: sessions given a fresh lease after a
 // master stall are one WARN line, not one each.
 func TestStallFreshLeasesSummarised(t *testing.T) {
-	clk := &skewClock{ManualClock: session.NewManualClock(unitStart)}
+	clk := session.NewManualClock(unitStart)
 	var out syncBuffer
 	m := newMetrics()
-	lt := newLeaseTable(clk, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info}), &fakeStall{},
+	stall := &fakeStall{}
+	lt := newLeaseTable(clk, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info}), stall,
 		m.lease())
 	for id := uint64(1); id <= 200; id++ {
 		lt.add(clk.Now(), id, unitTTL, nil, "")
 	}
-	clk.skew.Store(int64(time.Minute)) // every timer fires a minute late
+	stall.add(clk.Now(), clk.Now().Add(time.Second)) // the monitor saw the process stall
 	clk.Advance(unitTTL)
 	wantExpired(t, lt)
 	if got := out.String(); got != "" {
@@ -64,7 +65,7 @@ func TestStallFreshLeasesSummarised(t *testing.T) {
 	}
 	clk.Advance(summaryInterval)
 	lines := out.lines()
-	if len(lines) != 1 || !strings.Contains(lines[0], "[WARN]  leases ran out while the master stalled; sessions given a fresh lease: count=200") {
+	if len(lines) != 1 || !strings.Contains(lines[0], "[WARN]  leases ran out while the master stalled; sessions given back the time the stall took: count=200") {
 		t.Fatalf("log: %q; want one WARN line with count=200", lines)
 	}
 }

@@ -99,10 +99,12 @@ func (s *Server) revokeMaster() {
 	s.waits.failAll(wire.FromCode("not_master", "not the master any more"))
 }
 
-// expiryWorkers bounds the expiries proposed at once: enough for group
-// commit to pack hundreds into a log entry, few enough that a flood of
-// expiries does not starve the rest of the master (issue 17, finding 3).
-const expiryWorkers = 64
+// expiryWorkers bounds the expiries proposed at once: a full batch of
+// group commit (maxBatchCmds), so a million expiries take a couple of
+// thousand log entries; the proposer's queue takes one command per session
+// in turn, so a client's write waits behind about one batch of them, not
+// behind the flood (issue 17, finding 3).
+const expiryWorkers = maxBatchCmds
 
 // expireSessions ends a batch of sessions whose leases ran out, once this
 // server has confirmed with a quorum — once for the whole batch — that it

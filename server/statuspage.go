@@ -198,7 +198,7 @@ func (s *Server) statusPageData(ctx context.Context) *statusPage {
 	p.Members, p.MembersNote = s.memberRows(ctx, self)
 
 	s.fsm.read(func(st *fs.State) {
-		p.SessionsTotal = len(st.Sessions())
+		p.SessionsTotal = st.SessionCount()
 		p.Nodes = st.NodeCount()
 		p.Locks = st.Locks(now.UnixNano(), pageTopLocks)
 	})
