@@ -102,7 +102,7 @@ type lease struct {
 	ending bool // an expiry command is in flight
 	// credited: stalls up to this time have been given back to the lease.
 	credited time.Time
-	poll    *poll
+	poll     *poll
 
 	// Invalidations sent (or to send) and not yet acknowledged; writers
 	// wait on their channels.
