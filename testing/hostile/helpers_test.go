@@ -144,11 +144,12 @@ func rawSession(t *testing.T, s *proc.Server, ttl time.Duration) *cell.RawConn {
 type outcome map[string]int
 
 // pipeline writes n calls made by call(i) on r without waiting for any
-// reply while another goroutine reads the replies, and returns once every
-// call is answered (or the connection fails: an error). It is a hostile
-// client's pipelining; the server's back-pressure (it stops reading a
-// connection with too many calls running) is what slows the writes.
-func pipeline(r *cell.RawConn, n int, call func(i int) (wire.Request, any)) (outcome, error) {
+// reply while another goroutine reads the replies (each handed to onReply
+// if it is not nil), and returns once every call is answered (or the
+// connection fails: an error). It is a hostile client's pipelining; the
+// server's back-pressure (it stops reading a connection with too many
+// calls running) is what slows the writes.
+func pipeline(r *cell.RawConn, n int, call func(i int) (wire.Request, any), onReply func(*wire.Response)) (outcome, error) {
 	got := outcome{}
 	read := make(chan error, 1)
 	go func() {
@@ -159,6 +160,9 @@ func pipeline(r *cell.RawConn, n int, call func(i int) (wire.Request, any)) (out
 				return
 			}
 			got[resp.Code]++
+			if onReply != nil {
+				onReply(resp)
+			}
 		}
 		read <- nil
 	}()
@@ -172,6 +176,19 @@ func pipeline(r *cell.RawConn, n int, call func(i int) (wire.Request, any)) (out
 		return nil, fmt.Errorf("replies: %w", err)
 	}
 	return got, nil
+}
+
+// send writes n calls made by call(i) on r and returns without reading
+// any reply: for calls that are not answered for a long time (blocked
+// Acquires).
+func send(r *cell.RawConn, n int, call func(i int) (wire.Request, any)) error {
+	for i := range n {
+		req, args := call(i)
+		if _, err := r.WriteFrame(req, args); err != nil {
+			return fmt.Errorf("write call %d of %d: %w", i+1, n, err)
+		}
+	}
+	return nil
 }
 
 // stamp is a request of method m stamped with r's epoch and session.

@@ -33,7 +33,7 @@ func TestPipelinedWritesDoNotStall(t *testing.T) {
 			req := stamp(r, wire.MSetContents)
 			req.Call = uint64(i + 1)
 			return req, wire.SetContentsArgs{Path: hot, Data: []byte("y"), Create: true}
-		})
+		}, nil)
 		took = time.Since(start)
 	}()
 	by.writeUntil(t, root+"/other", done, 0)
