@@ -221,3 +221,13 @@ func rssKB(t *testing.T, pid int, field string) int64 {
 
 // mb formats kB as MB.
 func mb(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+
+// ctxOf is a context done when stop is closed.
+func ctxOf(stop <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	return ctx
+}
