@@ -16,7 +16,7 @@ func TestDeceptiveNamesRefused(t *testing.T) {
 	s := proc.StartServer(t, proc.Options{LogLevel: "info"})
 	for _, tc := range []struct{ name, char string }{
 		{"abc\u202Etxt.exe", "U+202E"}, // RIGHT-TO-LEFT OVERRIDE
-		{"ad\u200Bmin", "U+200B"},       // ZERO WIDTH SPACE
+		{"ad\u200Bmin", "U+200B"},      // ZERO WIDTH SPACE
 	} {
 		for _, cmd := range []string{"create", "mkdir"} {
 			r := s.Sh(t, cmd, root+"/"+tc.name)
