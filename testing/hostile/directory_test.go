@@ -24,7 +24,7 @@ func TestHugeDirectoryLists(t *testing.T) {
 		n    int
 		name func(i int) string
 	}{
-		{root + "/many", scale(100_000, 20_000), func(i int) string { return fmt.Sprintf("c%06d", i) }},
+		{root + "/many", scale(100_000, 100_000), func(i int) string { return fmt.Sprintf("c%06d", i) }},
 		{root + "/long", 4_200, func(i int) string { return fmt.Sprintf("%04d-%s", i, strings.Repeat("n", 245)) }},
 	} {
 		if r := s.Sh(t, "mkdir", tc.dir); r.Code != 0 {

@@ -34,9 +34,9 @@
 //
 // Scale. The default `go test ./testing/hostile` runs the tests whose
 // full acceptance counts take under about 30 s on a 2-core machine at
-// those counts (pipeline, names, remove-server) and the others at reduced
-// counts (10,000 queued Acquires, 20,000 children, 500 stalled frames, 32
-// nesting senders, 5,000 expiries), asserting the same bounds. The full
+// those counts (pipeline, directories, expiry, names, remove-server) and
+// the others at reduced counts (10,000 queued Acquires, 500 stalled
+// frames, 32 nesting senders), asserting the same bounds. The full
 // counts:
 //
 //	CHUBBY_HOSTILE_FULL=1 go test ./testing/hostile -v -count=1 -timeout 20m
