@@ -34,7 +34,8 @@ func TestQueuedAcquiresDoNotStall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lock := root + "/lock"
-	holder, err := by.cl.Open(ctx, lock, client.Create())
+	// The holder is a session of its own: the bystander only writes.
+	holder, err := newBystander(t, s).cl.Open(ctx, lock, client.Create())
 	if err != nil {
 		t.Fatal(err)
 	}
