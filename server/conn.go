@@ -26,6 +26,9 @@ const bodyTimeout = 30 * time.Second
 // them to the dispatch table; replies may come from any goroutine (a handler,
 // a KeepAlive hold timer, a lock grant) and are serialised by wmu.
 type conn struct {
+	// id numbers the server's connections from 1, for the proposer's
+	// queue of this connection's commands.
+	id        uint64
 	log       hclog.Logger
 	badFrames prometheus.Counter
 	// dispatch serves one decoded call; done runs once serve returns.
@@ -52,6 +55,9 @@ type conn struct {
 	closed    chan struct{}
 	once      sync.Once
 }
+
+// proposals is the proposer's queue for this connection's commands.
+func (c *conn) proposals() queueKey { return queueKey{conn: c.id} }
 
 func (c *conn) close() {
 	c.once.Do(func() {
@@ -268,7 +274,7 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
-		c := &conn{log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames,
+		c := &conn{id: s.connSeq.Add(1), log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames,
 			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
 		s.connsMu.Lock()
 		if s.closing.Load() {

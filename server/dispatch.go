@@ -206,12 +206,12 @@ func (s *Server) precheck(c *conn, req *wire.Request, spec *callSpec) error {
 }
 
 // apply proposes a command on behalf of the call's session, numbered with
-// the call's number, after the invalidation protocol; a command the state
-// machine refused returns its error.
+// the call's number, after the invalidation protocol, in the queue of the
+// call's connection; a command the state machine refused returns its error.
 func (s *Server) apply(c *call, cmd *fs.Command) (*fs.Result, error) {
 	cmd.Session = c.req.Session
 	cmd.CallID, cmd.Acked = c.callID, c.req.Acked
-	res, err := s.proposeWrite(cmd)
+	res, err := s.proposeWriteIn(c.c.proposals(), cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	res, err := s.proposer.propose(fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret, Principal: c.c.principal}))
+	res, err := s.proposer.proposeIn(c.c.proposals(), fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret, Principal: c.c.principal}))
 	if err != nil {
 		return nil, err
 	}

@@ -20,10 +20,15 @@ import (
 // commands that arrive meanwhile queue and go out together in the next entry.
 // A lone command goes out at once, so an idle cell pays no batching delay.
 //
-// The queue is fair between sessions: each session's commands wait in a
-// queue of their own, in order, and a batch takes one command from each
-// session in turn. A session that pipelines thousands of writes delays
-// another session's write by about one batch, not by its whole backlog.
+// The queue is fair between clients: each client connection's commands
+// wait in a queue of their own, in order, and a batch takes one command
+// from each queue in turn (the master's own commands — expiries, grants
+// after a lock-delay — queue by session). A client that pipelines
+// thousands of writes delays another client's write by about one batch,
+// not by its whole backlog; and one that spreads its calls over thousands
+// of sessions on a few connections (issue 17: 50,000 sessions, a blocking
+// Acquire each, on 50 connections) gets a few queues, not thousands, so it
+// cannot push another client's call back by thousands of turns.
 const (
 	maxInflight   = 2
 	maxBatchCmds  = 512
@@ -31,12 +36,17 @@ const (
 	applyTimeout  = 10 * time.Second
 )
 
+// queueKey names a queue of the proposer: a client connection's (conn set)
+// or, for the master's own commands, a session's (session 0: the master's
+// commands for no session).
+type queueKey struct{ conn, session uint64 }
+
 type proposal struct {
-	session uint64 // whose queue it waits in (0: the master's own)
-	enc     []byte
-	res     *fs.Result
-	err     error
-	done    chan struct{}
+	queue queueKey // whose queue it waits in
+	enc   []byte
+	res   *fs.Result
+	err   error
+	done  chan struct{}
 }
 
 // proposer replicates commands through a raft log (raftApplier) in
@@ -48,10 +58,10 @@ type proposer struct {
 	batches prometheus.Observer // commands per entry
 
 	mu sync.Mutex
-	// queues holds each session's waiting proposals in order; turn lists
-	// the sessions with some, in the order batches visit them.
-	queues   map[uint64][]*proposal
-	turn     []uint64
+	// queues holds each queue's waiting proposals in order; turn lists
+	// the queues with some, in the order batches visit them.
+	queues   map[queueKey][]*proposal
+	turn     []queueKey
 	inflight int
 }
 
@@ -62,20 +72,26 @@ type raftApplier interface {
 }
 
 func newProposer(r raftApplier, clock session.Clock, latency, batches prometheus.Observer) *proposer {
-	return &proposer{raft: r, clock: clock, latency: latency, batches: batches, queues: map[uint64][]*proposal{}}
+	return &proposer{raft: r, clock: clock, latency: latency, batches: batches, queues: map[queueKey][]*proposal{}}
 }
 
 // propose stamps cmd with the master's clock, replicates it and returns the
 // applied result. The error is non-nil only when the command may not have
-// been applied (not leader, shutdown, timeout).
+// been applied (not leader, shutdown, timeout). It waits in the queue of
+// cmd's session: for the master's own commands.
 func (q *proposer) propose(cmd *fs.Command) (*fs.Result, error) {
+	return q.proposeIn(queueKey{session: cmd.Session}, cmd)
+}
+
+// proposeIn is propose with cmd waiting in queue key.
+func (q *proposer) proposeIn(key queueKey, cmd *fs.Command) (*fs.Result, error) {
 	cmd.Now = q.clock.Now().UnixNano()
 	b, err := cmd.Encode()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	p := &proposal{session: cmd.Session, enc: b, done: make(chan struct{})}
+	p := &proposal{queue: key, enc: b, done: make(chan struct{})}
 	q.submit(p)
 	<-p.done
 	if p.err != nil {
@@ -87,10 +103,10 @@ func (q *proposer) propose(cmd *fs.Command) (*fs.Result, error) {
 
 func (q *proposer) submit(p *proposal) {
 	q.mu.Lock()
-	if len(q.queues[p.session]) == 0 {
-		q.turn = append(q.turn, p.session)
+	if len(q.queues[p.queue]) == 0 {
+		q.turn = append(q.turn, p.queue)
 	}
-	q.queues[p.session] = append(q.queues[p.session], p)
+	q.queues[p.queue] = append(q.queues[p.queue], p)
 	start := q.inflight < maxInflight
 	if start {
 		q.inflight++
@@ -116,9 +132,9 @@ func (q *proposer) flush() {
 	}
 }
 
-// takeBatchLocked takes the next batch: one proposal from each session in
+// takeBatchLocked takes the next batch: one proposal from each queue in
 // turn, round after round, up to maxBatchCmds and maxBatchBytes (one at
-// least). A session keeps its place in the turn while it has more.
+// least). A queue keeps its place in the turn while it has more.
 func (q *proposer) takeBatchLocked() ([]*proposal, int) {
 	var batch []*proposal
 	size := 0
@@ -215,12 +231,18 @@ func (s *Server) writePaths(cmd *fs.Command) []string {
 }
 
 // proposeWrite runs the invalidation protocol for cmd's paths and proposes
-// it on behalf of the session cmd.Session.
+// it on behalf of the session cmd.Session, in that session's queue: for
+// the master's own commands.
 func (s *Server) proposeWrite(cmd *fs.Command) (*fs.Result, error) {
+	return s.proposeWriteIn(queueKey{session: cmd.Session}, cmd)
+}
+
+// proposeWriteIn is proposeWrite with cmd waiting in queue key.
+func (s *Server) proposeWriteIn(key queueKey, cmd *fs.Command) (*fs.Result, error) {
 	release, err := s.tracker.beforeWrite(cmd.Session, s.writePaths(cmd))
 	defer release()
 	if err != nil {
 		return nil, err
 	}
-	return s.proposer.propose(cmd)
+	return s.proposer.proposeIn(key, cmd)
 }

@@ -63,7 +63,7 @@ func TestProposerIsFairBetweenSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &proposal{session: sess, enc: enc, done: make(chan struct{})}
+		p := &proposal{queue: queueKey{session: sess}, enc: enc, done: make(chan struct{})}
 		pending = append(pending, p)
 		q.submit(p)
 	}

@@ -58,8 +58,10 @@ type Server struct {
 	metrics    *metrics
 	// journal keeps recent cell events for the status page; watch turns
 	// raft observations into journal entries, metrics and follower health.
-	journal  *journal
-	watch    *raftWatch
+	journal *journal
+	watch   *raftWatch
+	// connSeq numbers accepted connections (conn.id).
+	connSeq  atomic.Uint64
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
 	shutdown chan struct{}

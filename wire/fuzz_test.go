@@ -15,18 +15,24 @@ func frame(b []byte) []byte {
 }
 
 func seedRequests(f *testing.F) {
+	for _, b := range seedStreams(f) {
+		f.Add(b)
+	}
+}
+
+// seedStreams are the seed inputs of the frame fuzz targets: a frame of
+// each call, an empty stream, absurd and broken frames, an HTTP request.
+func seedStreams(f *testing.F) [][]byte {
+	var out [][]byte
 	for m := MHello; m < MethodCount; m++ {
 		body, _ := Marshal(SetContentsArgs{Path: "/ls/local/x", Data: []byte("v"), Seq: &fs.Sequencer{Path: "/ls/local/l", Mode: fs.Exclusive, Gen: 7}})
 		b, err := AppendFrame(nil, &Request{ID: uint64(m), Method: m, Epoch: 3, Session: 9, Call: 2, Acked: 1, Body: body})
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		out = append(out, b)
 	}
-	f.Add([]byte{})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add(frame([]byte{0xc1}))
-	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	return append(out, []byte{}, []byte{0xff, 0xff, 0xff, 0xff}, frame([]byte{0xc1}), []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 }
 
 // FuzzReadFrame: any byte stream yields frames no larger than MaxFrame, or
