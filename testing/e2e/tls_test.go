@@ -95,6 +95,9 @@ func TestTLSCell(t *testing.T) {
 		t.Fatalf("whoami = %q, want alice", got)
 	}
 	wantOK(t, sh("alice", "write", p0("tls-file"), "over tls"))
+	// The root's ACLs are the admins' (alice): she lets everyone read the file.
+	wantOK(t, sh("alice", "write", p0("acl/everyone"), "*"))
+	wantOK(t, sh("alice", "acl", "set", p0("tls-file"), "-read", "everyone"))
 	if got := wantOK(t, sh("bob", "cat", p0("tls-file"))); got != "over tls" {
 		t.Fatalf("cat = %q", got)
 	}
