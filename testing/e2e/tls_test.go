@@ -275,6 +275,10 @@ func TestTLSReload(t *testing.T) {
 	s := c.Servers()[0]
 	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("reload-lock"))...)
 	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
+	// carol checks the sequencer at the end: the admin (alice) lets every
+	// principal read the lock's node.
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("acl/everyone"), "*")...))
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "acl", "set", p0("reload-lock"), "-read", "everyone")...))
 	serial := func(srv *proc.Server, roots pki, who string) string {
 		t.Helper()
 		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.tlsConfig(t, who, "server.local.chubby"))
