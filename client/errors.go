@@ -42,7 +42,11 @@ var (
 	// ErrBadRequest: a call the server cannot act on as asked (an option
 	// that does not apply, a value out of range).
 	ErrBadRequest = fs.ErrBadRequest
-	// ErrPermission: the operation is not allowed on this node.
+	// ErrPermission: the node's ACLs do not grant this session's principal
+	// the permission the call needs (read, write or change-ACL; the error
+	// names the principal, the permission and the path), an operator call
+	// from a principal that is not an admin, another principal's session,
+	// or an operation no node allows (deleting the root).
 	ErrPermission = fs.ErrPermission
 	// ErrUnavailable: no master could be reached in time.
 	ErrUnavailable = wire.ErrUnavailable
@@ -55,6 +59,15 @@ var (
 
 // Stat is a node's metadata.
 type Stat = fs.Stat
+
+// ACL is a node's three ACL names: Read, Write and Change (change-ACL).
+// Each names a file in /ls/<cell>/acl/ listing, one a line, the principals
+// it grants ("*": every authenticated principal); a missing file grants
+// nothing. Read permission covers contents, stat, listing, events and
+// CheckSequencer; write covers writes, deletion, creating children and
+// acquiring the lock in either mode; change-ACL covers SetACL. A cell's
+// admins may do everything.
+type ACL = fs.ACL
 
 // Sequencer is a fencing token of a held lock.
 type Sequencer = fs.Sequencer

@@ -229,6 +229,31 @@ func (h *Handle) Delete(ctx context.Context, opts ...WriteOption) error {
 	return nil
 }
 
+// ACL returns the ACL names that govern the node (for a node made before
+// ACLs, those of its nearest ancestor that has them) and its stat, whose
+// ACLGen moves with every change of them. It needs read permission and is
+// always answered by the master, never from the cache.
+func (h *Handle) ACL(ctx context.Context) (ACL, Stat, error) {
+	var rep wire.ACLReply
+	if err := h.c.do(ctx, wire.MGetACL, h.node(), &rep, readCall); err != nil {
+		return ACL{}, Stat{}, fmt.Errorf("acl get %s: %w", h.path, err)
+	}
+	return rep.ACL, rep.Stat, nil
+}
+
+// SetACL changes the node's ACL names: each name set in acl replaces the
+// node's, an empty one keeps it. It needs change-ACL permission (or an
+// admin) and returns the node's stat with its new ACLGen. It takes effect
+// for every client's next call.
+func (h *Handle) SetACL(ctx context.Context, acl ACL) (Stat, error) {
+	var rep wire.StatReply
+	args := wire.SetACLArgs{Path: h.path, Instance: h.instance, ACL: acl}
+	if err := h.c.write(ctx, h.path, wire.MSetACL, args, &rep); err != nil {
+		return Stat{}, fmt.Errorf("acl set %s: %w", h.path, err)
+	}
+	return rep.Stat, nil
+}
+
 // Close releases the handle's lock, if any, and ends its event
 // subscription. The handle must not be used after.
 func (h *Handle) Close() error {

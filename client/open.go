@@ -18,6 +18,7 @@ type openOpts struct {
 	events                              uint32 // the wire's event mask
 	data                                []byte
 	seq                                 *Sequencer
+	acl                                 ACL
 	noCache                             bool
 }
 
@@ -43,6 +44,11 @@ func InitialContents(data []byte) OpenOption {
 // CreateFenced makes a creating Open commit only while seq is held, as
 // WithSequencer does for writes: it fails with ErrBadSequencer otherwise.
 func CreateFenced(seq Sequencer) OpenOption { return func(o *openOpts) { o.seq = &seq } }
+
+// WithACL names the ACLs of the node a creating Open makes: each name set
+// in acl replaces the one the node would copy from its parent. A node
+// that exists keeps its own (change them with Handle.SetACL).
+func WithACL(acl ACL) OpenOption { return func(o *openOpts) { o.acl = acl } }
 
 // NoCache makes Open, and the handle's reads, neither answer from nor fill
 // the session's cache: for a node the session opens to lock, or watches
@@ -75,11 +81,11 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 		f(&o)
 	}
 	args := wire.OpenArgs{Path: path, Create: o.create, IsDir: o.isDir, Ephemeral: o.ephemeral, Exclusive: o.exclusive, Events: o.events}
-	if (o.data != nil || o.seq != nil) && !o.create {
-		return nil, fmt.Errorf("open %s: %w: InitialContents and CreateFenced need a creating Open", path, ErrBadRequest)
+	if (o.data != nil || o.seq != nil || !o.acl.IsZero()) && !o.create {
+		return nil, fmt.Errorf("open %s: %w: InitialContents, CreateFenced and WithACL need a creating Open", path, ErrBadRequest)
 	}
 	if o.create {
-		args.Data, args.Seq = o.data, o.seq
+		args.Data, args.Seq, args.ACL = o.data, o.seq, o.acl
 	}
 	check := fs.CheckPath
 	if args.Create {

@@ -19,6 +19,8 @@ var handlers = [opMax]opHandler{
 	OpRelease:       handler(liveSession, (*State).applyRelease),
 	OpGrantDelayed:  handler(anySession, (*State).applyGrantDelayed),
 	OpRemoveServer:  handler(anySession, (*State).applyRemoveServer),
+	OpSetACL:        handler(liveIfNamed, (*State).applySetACL),
+	OpInitACLs:      handler(anySession, (*State).applyInitACLs),
 }
 
 // sessionRule is what an op needs of Command.Session, checked before its
@@ -203,6 +205,24 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 		r.Err = err
 		return
 	}
+	if err := b.ACL.check(s.cell); err != nil {
+		r.Err = err
+		return
+	}
+	if _, ok := s.nodes[b.Path]; ok && !b.Exclusive {
+		// Opening what exists: a read of it.
+		if err := s.authorize(c, b.Path, PermRead); err != nil {
+			r.Err = err
+			return
+		}
+	} else if b.Path != s.root {
+		// Creating a child is a write of its parent.
+		dir, _ := Split(b.Path)
+		if err := s.authorize(c, dir, PermWrite); err != nil {
+			r.Err = err
+			return
+		}
+	}
 	if n, ok := s.nodes[b.Path]; ok {
 		if b.Exclusive {
 			r.Err = errf(ErrExists, "%s", b.Path)
@@ -223,7 +243,7 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 		r.Err = errf(ErrTooLarge, "%d bytes (limit %d)", len(b.Data), MaxContents)
 		return
 	}
-	n, err := s.addNode(b.Path, b.IsDir, b.Ephemeral, c.Session, b.Data, c.Now)
+	n, err := s.addNode(b.Path, b.IsDir, b.Ephemeral, c.Session, b.Data, c.Now, b.ACL)
 	if err != nil {
 		r.Err = err
 		return
@@ -232,8 +252,10 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 	r.change(b.Path, Created)
 }
 
-// addNode creates a node whose parent must be an existing directory.
-func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data []byte, now int64) (*node, error) {
+// addNode creates a node whose parent must be an existing directory. Its
+// ACL names are acl's, each one left empty taken from what governs the
+// parent (Chubby: a new node copies its parent's names).
+func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data []byte, now int64, acl ACL) (*node, error) {
 	if path == s.root {
 		return nil, errf(ErrExists, "%s", path)
 	}
@@ -246,7 +268,8 @@ func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data [
 		return nil, errf(ErrNotDir, "parent %s of %s", dir, path)
 	}
 	gen := s.next()
-	n := &node{Stat: Stat{Instance: gen, ContentGen: gen, LockGen: gen, ACLGen: gen, IsDir: isDir, Ephemeral: ephemeral, Mtime: now}}
+	n := &node{Stat: Stat{Instance: gen, ContentGen: gen, LockGen: gen, ACLGen: gen, IsDir: isDir, Ephemeral: ephemeral, Mtime: now},
+		ACL: acl.over(s.effectiveACL(dir))}
 	if isDir {
 		n.children = map[string]struct{}{}
 	} else {
@@ -261,6 +284,7 @@ func (s *State) addNode(path string, isDir, ephemeral bool, owner uint64, data [
 	parent.children[name] = struct{}{}
 	parent.Stat.Mtime = now
 	s.nodes[path] = n
+	s.aclFileChanged(path)
 	return n, nil
 }
 
@@ -290,6 +314,7 @@ func (s *State) removeNode(path string, n *node, now int64, r *Result) {
 		parent.Stat.Mtime = now
 	}
 	delete(s.nodes, path)
+	s.aclFileChanged(path)
 }
 
 // checkFence verifies an optional sequencer carried by a write.
@@ -320,7 +345,14 @@ func (s *State) applySetContents(c *Command, rec *sessionRec, b *SetContents, r 
 		// A missing file is created by a plain write with Create, or by a
 		// CAS on generation 0 ("only if absent"); a CAS on any other
 		// generation expected the file to exist and fails below.
-		nn, err := s.addNode(b.Path, false, false, 0, b.Data, c.Now)
+		if b.Path != s.root {
+			dir, _ := Split(b.Path)
+			if err := s.authorize(c, dir, PermWrite); err != nil {
+				r.Err = err
+				return
+			}
+		}
+		nn, err := s.addNode(b.Path, false, false, 0, b.Data, c.Now, ACL{})
 		if err != nil {
 			r.Err = err
 			return
@@ -334,6 +366,10 @@ func (s *State) applySetContents(c *Command, rec *sessionRec, b *SetContents, r 
 		r.Err = err
 		return
 	}
+	if err := s.authorize(c, b.Path, PermWrite); err != nil {
+		r.Err = err
+		return
+	}
 	if n.Stat.IsDir {
 		r.Err = errf(ErrIsDir, "%s", b.Path)
 		return
@@ -342,18 +378,28 @@ func (s *State) applySetContents(c *Command, rec *sessionRec, b *SetContents, r 
 		r.Err = errf(ErrCASMismatch, "%s is at content generation %d, not %d", b.Path, n.Stat.ContentGen, b.ContentGen)
 		return
 	}
-	n.Data = b.Data
+	s.setData(n, b.Data, c.Now)
+	s.aclFileChanged(b.Path)
 	r.change(b.Path, Modified)
-	n.Stat.ContentGen = s.next()
-	n.Stat.Size = len(b.Data)
-	n.Stat.Checksum = checksum(b.Data)
-	n.Stat.Mtime = c.Now
 	r.Stat = n.Stat
+}
+
+// setData replaces a file's contents.
+func (s *State) setData(n *node, data []byte, now int64) {
+	n.Data = data
+	n.Stat.ContentGen = s.next()
+	n.Stat.Size = len(data)
+	n.Stat.Checksum = checksum(data)
+	n.Stat.Mtime = now
 }
 
 func (s *State) applyDelete(c *Command, rec *sessionRec, b *Delete, r *Result) {
 	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
+		r.Err = err
+		return
+	}
+	if err := s.authorize(c, b.Path, PermWrite); err != nil {
 		r.Err = err
 		return
 	}
@@ -383,6 +429,11 @@ func (s *State) applyAcquire(c *Command, rec *sessionRec, b *Acquire, r *Result)
 	}
 	n, err := s.lookup(b.Path, b.Instance)
 	if err != nil {
+		r.Err = err
+		return
+	}
+	// Either mode needs write permission, so a reader cannot hold a writer off.
+	if err := s.authorize(c, b.Path, PermWrite); err != nil {
 		r.Err = err
 		return
 	}

@@ -49,7 +49,8 @@ func (s *State) WriteBackup(w io.Writer) error {
 }
 
 // ReadBackup reads a backup file and returns the state a new cell starts
-// from: every permanent node with its contents, stat and ACL generation;
+// from: every permanent node with its contents, stat, ACL names and
+// generation (and so the parsed ACL files);
 // no sessions, so no ephemeral nodes, lock holders, waiters or lock-delays
 // (their holders are gone with the old cell); the counter moved on by
 // BackupCounterGap so that no sequencer of the old cell can be valid again;
@@ -122,6 +123,7 @@ func (s *State) forNewCell() {
 	s.removed = nil
 	s.counter += BackupCounterGap
 	s.applied = 0
+	s.rebuildACLs() // an ephemeral ACL file went with its session
 }
 
 // SetApplied records the raft index the state stands at (a restore writes

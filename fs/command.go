@@ -20,11 +20,13 @@ const (
 	OpRelease          // Release
 	OpGrantDelayed     // GrantDelayed: lock-delay over, grant the queue
 	OpRemoveServer     // RemoveServer: an operator removed a server for good
+	OpSetACL           // SetACL: change a node's ACL names → Result.Stat
+	OpInitACLs         // InitACLs: a secure cell's first ACLs (the root's names, acl/admin)
 	opMax
 )
 
 var opNames = [...]string{"invalid", "new-epoch", "create-session", "end-session", "create",
-	"set-contents", "delete", "acquire", "cancel-wait", "release", "grant-delayed", "remove-server"}
+	"set-contents", "delete", "acquire", "cancel-wait", "release", "grant-delayed", "remove-server", "set-acl", "init-acls"}
 
 func (o Op) String() string { return enum.Name(opNames[:], o, "op") }
 
@@ -43,12 +45,19 @@ type Command struct {
 	// Acked.
 	CallID uint64
 	Acked  uint64
+	// Caller is the principal the command acts for: its ACL permissions
+	// are checked when it applies, atomically with the change, unless
+	// Admin (one of the cell's admins, or anybody on a cell without TLS).
+	// "": the master's own command (expiry, lock-delay, epochs) or one
+	// logged before ACLs, not checked.
+	Caller string
+	Admin  bool
 	Body   Body
 }
 
 // Body is the part of a Command particular to its op: one of *NewEpoch,
 // *CreateSession, *EndSession, *Create, *SetContents, *Delete, *Acquire,
-// *CancelWait, *Release, *GrantDelayed, *RemoveServer.
+// *CancelWait, *Release, *GrantDelayed, *RemoveServer, *SetACL, *InitACLs.
 type Body interface {
 	op() Op
 }
@@ -112,6 +121,9 @@ type Create struct {
 	Ephemeral bool   // deleted when Command.Session ends; files only
 	Exclusive bool   // fail if it exists
 	Data      []byte // a file's initial contents
+	// ACL names the new node's ACLs; each name left empty is copied from
+	// the parent's. A node that exists keeps its own.
+	ACL ACL
 	// Seq, if set, fences the create: it fails with ErrBadSequencer unless
 	// this lock is held at this generation when it applies.
 	Seq *Sequencer
@@ -174,6 +186,22 @@ type RemoveServer struct {
 	ServerID string
 }
 
+// SetACL changes a node's ACL names (Caller needs change-ACL permission);
+// a name left empty keeps the node's. The node's ACL generation moves on.
+type SetACL struct {
+	Path     string
+	Instance uint64 // the handle's instance; 0 = any
+	ACL      ACL
+}
+
+// InitACLs gives a secure cell its first ACLs, once: the root's three
+// names become "admin" and the file /ls/<cell>/acl/admin lists Admins
+// (the directory and file are made if missing). A cell whose root has ACL
+// names already is left as it is, so every master may propose it.
+type InitACLs struct {
+	Admins []string
+}
+
 func (*NewEpoch) op() Op      { return OpNewEpoch }
 func (*CreateSession) op() Op { return OpCreateSession }
 func (*EndSession) op() Op    { return OpEndSession }
@@ -185,6 +213,8 @@ func (*CancelWait) op() Op    { return OpCancelWait }
 func (*Release) op() Op       { return OpRelease }
 func (*GrantDelayed) op() Op  { return OpGrantDelayed }
 func (*RemoveServer) op() Op  { return OpRemoveServer }
+func (*SetACL) op() Op        { return OpSetACL }
+func (*InitACLs) op() Op      { return OpInitACLs }
 
 func (b *Create) node() string       { return b.Path }
 func (b *SetContents) node() string  { return b.Path }
@@ -193,3 +223,4 @@ func (b *Acquire) node() string      { return b.Path }
 func (b *CancelWait) node() string   { return b.Path }
 func (b *Release) node() string      { return b.Path }
 func (b *GrantDelayed) node() string { return b.Path }
+func (b *SetACL) node() string       { return b.Path }

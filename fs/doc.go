@@ -15,7 +15,8 @@
 // Commands: a Command is an envelope every op shares (Op, Now, Session, and
 // CallID and Acked for exactly-once retries) around a Body of the op's own
 // type: NewEpoch, CreateSession, EndSession, Create, SetContents, Delete,
-// Acquire, CancelWait, Release, GrantDelayed, RemoveServer. NewCommand sets
+// Acquire, CancelWait, Release, GrantDelayed, RemoveServer, SetACL,
+// InitACLs. NewCommand sets
 // Op from the body. Apply first answers a retried call from the session's
 // remembered results; then the op's entry in the one dispatch table says
 // what it needs of the session (nothing, a live one if named, a live one)
@@ -42,4 +43,45 @@
 // head in the same apply. A waiter whose session ended is removed from the
 // queue in the apply that ended it and is never granted. A lock freed because
 // its holder's session expired is not granted for the holder's lock-delay.
+//
+// ACLs (Chubby §2.3): every node has three ACL names, read, write and
+// change-ACL (ACL), each naming a file in /ls/<cell>/acl/ whose lines are
+// the principals it grants ("*": every authenticated principal; blank
+// lines and lines starting with '#' skipped: ParseACLFile). A missing file
+// grants nothing. A new node copies its parent's names unless the Create
+// names others; SetACL changes them and moves the node's ACL generation.
+// Read covers contents, stat, listing, events and CheckSequencer; write
+// covers contents, CAS, delete, creating a child (checked on the parent)
+// and acquiring the lock in either mode; change-ACL covers SetACL.
+// Releasing, cancelling a wait and ending a session need nothing.
+//
+//	command{Caller, Admin} ─▶ Apply ─▶ authorize(path, perm): Caller "" or Admin? allowed
+//	                                     effectiveACL(path).name(perm) ─▶ acls[name] ─▶ Allows(Caller)
+//
+// The check runs inside Apply, with the change: an ACL edit and a write
+// are ordered by the log and cannot race. Reads are checked by the server
+// with Access against the state it answers from. The parsed files live in
+// State.acls, updated whenever a node directly under the ACL directory is
+// created, written or deleted (an ephemeral one with its session) and
+// rebuilt by Restore and ReadBackup, so a check is a few map lookups, and
+// an edit governs the very next command. Snapshots carry each node's
+// names; a node's Stat carries only its ACL generation.
+//
+// Who is checked: Command.Caller is the principal the master stamps on
+// every client call, Admin whether it is one of the cell's admins (on a
+// cell without TLS every caller, anonymous, is). Admins are not checked.
+// A command without a caller is the master's own (expiry, lock-delay,
+// epochs, InitACLs) or was logged by a build before ACLs, which replays
+// exactly as it did then.
+//
+// Nodes from before ACLs have empty names, and so does every node of a
+// dev cell (its root has none, and nothing is checked there). An empty
+// name is not "no restriction": the node is governed by its nearest
+// ancestor that has that name, and a node created under it copies that
+// ancestor's. When a cell first runs with TLS its master proposes
+// InitACLs before serving: the root's names become "admin" and
+// acl/admin lists the admins (its contents replaced if it existed), so
+// every node without names of its own — all of a dev cell made secure —
+// is the admins' until an admin grants more. A name no ancestor has
+// (possible only without InitACLs) grants nothing.
 package fs

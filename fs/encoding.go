@@ -40,18 +40,31 @@ type flatCommand struct {
 	Nonce     uint64     `msgpack:"nc,omitempty"`
 	Secret    []byte     `msgpack:"sk,omitempty"`
 	Principal string     `msgpack:"pr,omitempty"`
+	// Since ACLs: the caller, and the ACL names of Create and SetACL
+	// (InitACLs' admins in Names). Builds before them never wrote these
+	// keys, so their commands decode with no caller: unchecked, as then.
+	Caller string   `msgpack:"cl,omitempty"`
+	Admin  bool     `msgpack:"adm,omitempty"`
+	ACL    *ACL     `msgpack:"acl,omitempty"`
+	Names  []string `msgpack:"nm,omitempty"`
 }
 
 // flatten lays c out in the log's key space.
 func (c *Command) flatten() *flatCommand {
-	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked}
+	f := &flatCommand{Op: c.Op, Now: c.Now, Session: c.Session, CallID: c.CallID, Acked: c.Acked, Caller: c.Caller, Admin: c.Admin}
+	acl := func(a ACL) *ACL {
+		if a.IsZero() {
+			return nil
+		}
+		return &a
+	}
 	switch b := c.Body.(type) {
 	case *CreateSession:
 		f.TTL, f.Nonce, f.Secret, f.Principal = b.TTL, b.Nonce, b.Secret, b.Principal
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
-		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data, f.Seq = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data, b.Seq
+		f.Path, f.IsDir, f.Ephemeral, f.Exclusive, f.Data, f.Seq, f.ACL = b.Path, b.IsDir, b.Ephemeral, b.Exclusive, b.Data, b.Seq, acl(b.ACL)
 	case *SetContents:
 		f.Path, f.Instance, f.Data, f.Create, f.CAS, f.Gen, f.Seq = b.Path, b.Instance, b.Data, b.Create, b.CAS, b.ContentGen, b.Seq
 	case *Delete:
@@ -66,6 +79,10 @@ func (c *Command) flatten() *flatCommand {
 		f.Path = b.Path
 	case *RemoveServer:
 		f.Path = b.ServerID
+	case *SetACL:
+		f.Path, f.Instance, f.ACL = b.Path, b.Instance, acl(b.ACL)
+	case *InitACLs:
+		f.Names = b.Admins
 	}
 	return f
 }
@@ -74,6 +91,10 @@ func (c *Command) flatten() *flatCommand {
 // unknown op.
 func (f *flatCommand) command() *Command {
 	var b Body
+	var acl ACL
+	if f.ACL != nil {
+		acl = *f.ACL
+	}
 	switch f.Op {
 	case OpNewEpoch:
 		b = &NewEpoch{}
@@ -82,7 +103,7 @@ func (f *flatCommand) command() *Command {
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:
-		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data, Seq: f.Seq}
+		b = &Create{Path: f.Path, IsDir: f.IsDir, Ephemeral: f.Ephemeral, Exclusive: f.Exclusive, Data: f.Data, Seq: f.Seq, ACL: acl}
 	case OpSetContents:
 		b = &SetContents{Path: f.Path, Instance: f.Instance, Data: f.Data, Create: f.Create, CAS: f.CAS, ContentGen: f.Gen, Seq: f.Seq}
 	case OpDelete:
@@ -97,10 +118,14 @@ func (f *flatCommand) command() *Command {
 		b = &GrantDelayed{Path: f.Path}
 	case OpRemoveServer:
 		b = &RemoveServer{ServerID: f.Path}
+	case OpSetACL:
+		b = &SetACL{Path: f.Path, Instance: f.Instance, ACL: acl}
+	case OpInitACLs:
+		b = &InitACLs{Admins: f.Names}
 	default:
 		return nil
 	}
-	return &Command{Op: f.Op, Now: f.Now, Session: f.Session, CallID: f.CallID, Acked: f.Acked, Body: b}
+	return &Command{Op: f.Op, Now: f.Now, Session: f.Session, CallID: f.CallID, Acked: f.Acked, Caller: f.Caller, Admin: f.Admin, Body: b}
 }
 
 // Encode returns the log entry bytes for c. It refuses a command Apply

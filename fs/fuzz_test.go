@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,52 @@ func FuzzDecodeCommands(f *testing.F) {
 		}
 		if err := New("local").Restore(strings.NewReader(buf.String())); err != nil {
 			t.Fatalf("restore after fuzzed commands: %v", err)
+		}
+	})
+}
+
+// FuzzACLFile: any bytes parse (an ACL file is whatever a writer put
+// there); every name granted is a line of the file with its surrounding
+// blanks trimmed, never empty, a comment or holding a newline; every such
+// line is granted; and the principals printed one a line parse back to the
+// same grants. `go test ./fs -run '^$' -fuzz FuzzACLFile -fuzztime 5m`.
+func FuzzACLFile(f *testing.F) {
+	for _, s := range []string{"", "alice", "alice\nbob\n", "*", " * \r\n", "# comment\nalice", "a\r\nb\rc", "\n\n\n",
+		"Alice Smith", "\x00\xff\n*x", "#*", "  \t\r", "alice\nalice"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a := ParseACLFile(data)
+		lines := map[string]bool{}
+		for _, l := range strings.Split(string(data), "\n") {
+			l = strings.Trim(l, " \t\r")
+			if l != "" && l[0] != '#' {
+				lines[l] = true
+			}
+		}
+		got := a.Principals()
+		for _, p := range got {
+			if !lines[p] || strings.ContainsRune(p, '\n') || p != strings.Trim(p, " \t\r") {
+				t.Fatalf("ParseACLFile(%q) grants %q, not a line of it", data, p)
+			}
+		}
+		for l := range lines {
+			if !a.Allows(l) {
+				t.Fatalf("ParseACLFile(%q) does not grant its line %q", data, l)
+			}
+		}
+		if len(got) != len(lines) {
+			t.Fatalf("ParseACLFile(%q) = %q, lines %v", data, got, lines)
+		}
+		again := ParseACLFile([]byte(strings.Join(got, "\n")))
+		if !reflect.DeepEqual(again.Principals(), got) {
+			t.Fatalf("printed and parsed again: %q, want %q", again.Principals(), got)
+		}
+		if a.Allows("") {
+			t.Fatalf("ParseACLFile(%q) grants the empty principal", data)
+		}
+		if _, star := lines[AnyPrincipal]; star != a.Allows("\x00nobody-could-be-named-this") {
+			t.Fatalf("ParseACLFile(%q): * is %v but an unnamed principal's grant is %v", data, star, !star)
 		}
 	})
 }

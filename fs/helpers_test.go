@@ -202,7 +202,18 @@ func dumpState(s *State, withApplied bool) string {
 		if n.DelayUntil != 0 {
 			fmt.Fprintf(&b, " delay-until=%s", fmtTime(n.DelayUntil))
 		}
+		if !n.ACL.IsZero() {
+			fmt.Fprintf(&b, " acl=%s/%s/%s", n.ACL.Read, n.ACL.Write, n.ACL.Change)
+		}
 		b.WriteByte('\n')
+	}
+	names := make([]string, 0, len(s.acls))
+	for name := range s.acls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, "acl-file %s %v\n", name, s.acls[name].Principals())
 	}
 	return b.String()
 }
@@ -331,6 +342,13 @@ func checkInvariants(s *State) error {
 			}
 		}
 	}
+	// The parsed ACL files are exactly the files under the ACL directory.
+	parsed := s.acls
+	s.rebuildACLs()
+	if got, want := fmt.Sprint(aclFiles(parsed)), fmt.Sprint(aclFiles(s.acls)); got != want {
+		bad("parsed ACL files %s, the files under %s say %s", got, s.aclDir(), want)
+	}
+	s.acls = parsed
 	for id, rec := range s.sessions {
 		if id != rec.ID {
 			bad("session %d stored under id %d", rec.ID, id)
@@ -366,4 +384,14 @@ func checkInvariants(s *State) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// aclFiles prints parsed ACL files by name, in order.
+func aclFiles(m map[string]*ACLFile) []string {
+	var out []string
+	for name, f := range m {
+		out = append(out, fmt.Sprintf("%s=%v", name, f.Principals()))
+	}
+	sort.Strings(out)
+	return out
 }

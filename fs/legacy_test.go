@@ -80,6 +80,10 @@ func (l legacyCommand) used() legacyCommand {
 		u.Path, u.Gen = l.Path, l.Gen
 	case OpGrantDelayed, OpRemoveServer:
 		u.Path = l.Path
+	case OpSetACL:
+		// Added with ACLs, after the envelope: no old log holds one, but
+		// garbage may decode to one, and its legacy fields must survive.
+		u.Path, u.Instance = l.Path, l.Instance
 	}
 	return u
 }

@@ -24,8 +24,9 @@ type snapshot struct {
 	Removed     map[string]int64 `msgpack:"removed,omitempty"`
 }
 
-// Snapshot writes the whole state to w. Derived indexes (children, a
-// session's locks, waits and ephemerals) are rebuilt by Restore.
+// Snapshot writes the whole state to w, each node with its ACL names.
+// Derived indexes (children, a session's locks, waits and ephemerals, the
+// parsed ACL files) are rebuilt by Restore.
 func (s *State) Snapshot(w io.Writer) error {
 	snap := snapshot{Version: snapshotVersion, Cell: s.cell, Counter: s.counter,
 		NextSession: s.nextSession, Epoch: s.epoch, Applied: s.applied, Removed: s.removed}
@@ -104,5 +105,6 @@ func (s *State) Restore(r io.Reader) error {
 	if _, ok := s.nodes[s.root]; !ok {
 		return fmt.Errorf("snapshot has no root %s", s.root)
 	}
+	s.rebuildACLs()
 	return nil
 }

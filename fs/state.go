@@ -23,8 +23,10 @@ type Stat struct {
 
 // node is one file or directory with its lock.
 type node struct {
-	Stat     Stat              `msgpack:"st"`
-	Data     []byte            `msgpack:"d"`
+	Stat Stat   `msgpack:"st"`
+	Data []byte `msgpack:"d"`
+	// ACL is the node's ACL names (empty in nodes from before ACLs).
+	ACL      ACL               `msgpack:"acl,omitempty"`
 	Holders  map[uint64]holder `msgpack:"h"` // session → hold
 	LockMode Mode              `msgpack:"lm"`
 	Waiters  []waiter          `msgpack:"w"`
@@ -105,6 +107,10 @@ type State struct {
 	sessions    map[uint64]*sessionRec
 	removed     map[string]int64  // server id → when an operator removed it
 	nonces      map[uint64]uint64 // CreateSession nonce → session id
+	// acls are the parsed ACL files by name, derived from the files under
+	// /ls/<cell>/acl/ (kept up to date by every change of one, rebuilt by
+	// Restore): a permission check is a map lookup.
+	acls map[string]*ACLFile
 }
 
 // New returns an empty namespace for cell, holding only the root directory.
@@ -120,6 +126,7 @@ func (s *State) reset() {
 	s.sessions = map[uint64]*sessionRec{}
 	s.nonces = map[uint64]uint64{}
 	s.removed = nil
+	s.acls = map[string]*ACLFile{}
 	s.counter++
 	s.nodes[s.root] = &node{Stat: Stat{Instance: s.counter, IsDir: true}, children: map[string]struct{}{}}
 }

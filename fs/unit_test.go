@@ -180,7 +180,7 @@ func fullBodies() []Body {
 		&NewEpoch{},
 		&CreateSession{TTL: int64(12 * time.Second), Nonce: 8},
 		&EndSession{Expired: true},
-		&Create{Path: "/ls/local/x", IsDir: true, Ephemeral: true, Exclusive: true, Data: []byte("d\x00ta")},
+		&Create{Path: "/ls/local/x", IsDir: true, Ephemeral: true, Exclusive: true, Data: []byte("d\x00ta"), ACL: ACL{Read: "r", Write: "w", Change: "c"}},
 		&SetContents{Path: "/ls/local/x", Instance: 9, Data: []byte("d\x00ta"), Create: true, CAS: true, ContentGen: 12, Seq: seq},
 		&Delete{Path: "/ls/local/x", Instance: 9, Seq: seq},
 		&Acquire{Path: "/ls/local/x", Instance: 9, Mode: Exclusive, Wait: true, WaitID: 4, LockDelay: int64(15 * time.Second)},
@@ -188,6 +188,8 @@ func fullBodies() []Body {
 		&Release{Path: "/ls/local/x", LockGen: 13},
 		&GrantDelayed{Path: "/ls/local/x"},
 		&RemoveServer{ServerID: "node3"},
+		&SetACL{Path: "/ls/local/x", Instance: 9, ACL: ACL{Read: "r", Change: "c"}},
+		&InitACLs{Admins: []string{"admin", "ops"}},
 	}
 }
 
@@ -199,6 +201,7 @@ func TestCommandEncodeDecodeRoundTrip(t *testing.T) {
 	for _, body := range bodies {
 		c := called(3, 5, 4, body)
 		c.Now = testEpoch + 5
+		c.Caller, c.Admin = "alice", true
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -265,7 +268,7 @@ func TestCommandPath(t *testing.T) {
 	for _, body := range fullBodies() {
 		want := "/ls/local/x"
 		switch body.(type) {
-		case *NewEpoch, *CreateSession, *EndSession, *RemoveServer:
+		case *NewEpoch, *CreateSession, *EndSession, *RemoveServer, *InitACLs:
 			want = ""
 		}
 		if got := NewCommand(body).Path(); got != want {

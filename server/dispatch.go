@@ -142,6 +142,10 @@ func init() {
 			path: func(a *wire.CancelAcquireArgs) string { return a.Path }}, (*Server).cancelAcquire),
 		wire.MRelease: handleChecked(write, argChecks[wire.ReleaseArgs]{
 			path: func(a *wire.ReleaseArgs) string { return a.Path }}, (*Server).release),
+		wire.MGetACL: handleChecked(read, argChecks[wire.NodeArgs]{
+			path: func(a *wire.NodeArgs) string { return a.Path }}, (*Server).getACL),
+		wire.MSetACL: handleChecked(write, argChecks[wire.SetACLArgs]{
+			path: func(a *wire.SetACLArgs) string { return a.Path }}, (*Server).setACL),
 	}
 }
 
@@ -206,14 +210,28 @@ func (s *Server) precheck(c *conn, req *wire.Request, spec *callSpec) error {
 }
 
 // apply proposes a command on behalf of the call's session, numbered with
-// the call's number, after the invalidation protocol, in the queue of the
-// call's connection; a command the state machine refused returns its error.
+// the call's number and carrying the caller (principal, admin) whose ACL
+// permissions the state machine checks as it applies, after the
+// invalidation protocol, in the queue of the call's connection; a command
+// the state machine refused returns its error.
 func (s *Server) apply(c *call, cmd *fs.Command) (*fs.Result, error) {
 	cmd.Session = c.req.Session
+	cmd.Caller, cmd.Admin = c.c.principal, s.isAdmin(c.c.principal)
 	cmd.CallID, cmd.Acked = c.callID, c.req.Acked
 	res, err := s.proposeWriteIn(c.c.proposals(), cmd)
 	if err != nil {
 		return nil, err
 	}
 	return res, res.Err
+}
+
+// access refuses the call's principal p on path unless the ACLs that
+// govern path grant it; admins are not checked. A read runs it inside the
+// fsm.read that answers it, so the check and the answer see one state (a
+// write's check is the state machine's, as it applies).
+func (s *Server) access(st *fs.State, c *call, path string, p fs.Perm) error {
+	if s.isAdmin(c.c.principal) {
+		return nil
+	}
+	return st.Access(path, p, c.c.principal)
 }

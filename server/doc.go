@@ -66,6 +66,21 @@
 // the proposer a raftApplier; membership a Config, raftMembers and funcs.
 // The Server builds and wires them in New and Start.
 //
+// # Identity and ACLs
+//
+// Each connection speaks for its principal (the TLS client certificate's
+// common name; anonymous without TLS), and -acl-admins names the admins
+// (without TLS everybody is one). apply stamps every command with the
+// caller and its admin bit, and fs.State.Apply refuses a write the node's
+// ACLs do not grant, atomically with the write. Reads (GetContents,
+// GetStat, ReadDir, GetACL, an Open that does not create, events,
+// CheckSequencer) are checked with fs.State.Access inside the fsm.read
+// that answers them. Admins are never checked. A secure cell's first
+// master proposes fs.InitACLs before it serves (initACLs), so a fresh
+// cell denies everyone but the admins. A client's cache is not revoked by
+// an ACL edit: what it cached before stays readable to it until the node
+// is written or its lease ends (README, Known limits).
+//
 // # Leases and expiry
 //
 // Leases live only in the master's memory. A KeepAlive extends the session

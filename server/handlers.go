@@ -156,25 +156,37 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		s.metrics.rejected.WithLabelValues("watches").Inc()
 		return nil, fmt.Errorf("%w: session %d watches %d nodes (limit %d)", wire.ErrResourceExhausted, c.req.Session, s.cfg.MaxWatchesPerSession, s.cfg.MaxWatchesPerSession)
 	}
-	// Subscribe only once the node is known to exist (or was created).
-	watch := func() {
-		if a.Events != 0 {
-			s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+	// Subscribe only once the node is known to exist (or was created), and
+	// only a principal that may read it (events are a read).
+	watch := func() error {
+		if a.Events == 0 {
+			return nil
 		}
+		var err error
+		s.fsm.read(func(st *fs.State) { err = s.access(st, c, a.Path, fs.PermRead) })
+		if err != nil {
+			return err
+		}
+		s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+		return nil
 	}
 	if !a.Create {
-		if a.Data != nil || a.Seq != nil {
-			return nil, errBadRequest("initial contents and a fencing sequencer are for an Open that creates")
+		if a.Data != nil || a.Seq != nil || !a.ACL.IsZero() {
+			return nil, errBadRequest("initial contents, ACL names and a fencing sequencer are for an Open that creates")
 		}
 		var rep wire.StatReply
 		rep.Cacheable = s.admit(c, a.Cache, a.Path)
 		var err error
-		s.fsm.read(func(st *fs.State) { rep.Stat, err = st.Stat(a.Path) })
+		s.fsm.read(func(st *fs.State) {
+			if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
+				rep.Stat, err = st.Stat(a.Path)
+			}
+		})
 		if a.Cache && errors.Is(err, fs.ErrNoSuchNode) {
 			rep.Absent, err = true, nil
 		}
 		if err == nil && !rep.Absent {
-			watch()
+			err = watch()
 		}
 		return rep, err
 	}
@@ -185,11 +197,13 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		return nil, errBadRequest("a directory has no contents")
 	}
 	res, err := s.apply(c, fs.NewCommand(&fs.Create{Path: a.Path, IsDir: a.IsDir, Ephemeral: a.Ephemeral, Exclusive: a.Exclusive,
-		Data: a.Data, Seq: a.Seq}))
+		Data: a.Data, Seq: a.Seq, ACL: a.ACL}))
 	if err != nil {
 		return nil, err
 	}
-	watch()
+	if err := watch(); err != nil {
+		return nil, fmt.Errorf("%w (the node was created, its events not subscribed)", err)
+	}
 	return wire.StatReply{Stat: res.Stat}, nil
 }
 
@@ -198,11 +212,20 @@ func (s *Server) unwatch(c *call, a *wire.UnwatchArgs) (any, error) {
 	return wire.Empty{}, nil
 }
 
+// The reads check read permission in the same fsm.read that answers
+// them. A session is recorded as a cacher (admit) before the read, as
+// before ACLs, so no write slips between; a refused read is then at worst
+// one cacher too many for the node, invalidated like any other.
+
 func (s *Server) getContents(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ContentsReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
-	s.fsm.read(func(st *fs.State) { rep.Data, rep.Stat, err = st.Get(a.Path, a.Instance) })
+	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
+			rep.Data, rep.Stat, err = st.Get(a.Path, a.Instance)
+		}
+	})
 	return rep, err
 }
 
@@ -210,7 +233,11 @@ func (s *Server) getStat(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.StatReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
 	var err error
-	s.fsm.read(func(st *fs.State) { rep.Stat, err = st.StatInstance(a.Path, a.Instance) })
+	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
+			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
+		}
+	})
 	return rep, err
 }
 
@@ -220,6 +247,9 @@ func (s *Server) readDir(c *call, a *wire.NodeArgs) (any, error) {
 	var err error
 	var all []string
 	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, a.Path, fs.PermRead); err != nil {
+			return
+		}
 		all, err = st.Children(a.Path, a.Instance)
 		if err == nil {
 			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
@@ -363,8 +393,38 @@ func (s *Server) sequencer(c *call, a *wire.NodeArgs) (any, error) {
 
 func (s *Server) checkSequencer(c *call, a *wire.CheckSequencerArgs) (any, error) {
 	var rep wire.CheckSequencerReply
-	s.fsm.read(func(st *fs.State) { rep.Valid = st.CheckSequencer(a.Seq) })
-	return rep, nil
+	if fs.CheckPath(s.cfg.Cell, a.Seq.Path) != nil {
+		return rep, nil // names no node of the cell: not valid
+	}
+	var err error
+	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, a.Seq.Path, fs.PermRead); err == nil {
+			rep.Valid = st.CheckSequencer(a.Seq)
+		}
+	})
+	return rep, err
+}
+
+func (s *Server) getACL(c *call, a *wire.NodeArgs) (any, error) {
+	var rep wire.ACLReply
+	var err error
+	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, a.Path, fs.PermRead); err != nil {
+			return
+		}
+		if rep.Stat, err = st.StatInstance(a.Path, a.Instance); err == nil {
+			rep.ACL, err = st.ACL(a.Path)
+		}
+	})
+	return rep, err
+}
+
+func (s *Server) setACL(c *call, a *wire.SetACLArgs) (any, error) {
+	res, err := s.apply(c, fs.NewCommand(&fs.SetACL{Path: a.Path, Instance: a.Instance, ACL: a.ACL}))
+	if err != nil {
+		return nil, err
+	}
+	return wire.StatReply{Stat: res.Stat}, nil
 }
 
 // admit records that the call's session caches path when it asked to, and

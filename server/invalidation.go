@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -49,6 +50,9 @@ type tracker struct {
 	cachers    map[string]map[uint64]struct{}
 	cachedBy   map[uint64]map[string]struct{} // session → paths, to forget a session
 	uncachable map[string]int
+	// allUncachable counts the writes of every path in flight (an ACL
+	// file's: it may revoke any read): nothing is cachable meanwhile.
+	allUncachable int
 	// latest: per path, the invalidation round of the last write of it
 	// not yet applied. A later write of the path finds no cachers left to
 	// invalidate, but must not commit before they acknowledged: it waits
@@ -96,6 +100,7 @@ func (t *tracker) reset() {
 	t.cachers = map[string]map[uint64]struct{}{}
 	t.cachedBy = map[uint64]map[string]struct{}{}
 	t.uncachable = map[string]int{}
+	t.allUncachable = 0
 	t.latest = map[string]*invalRound{}
 }
 
@@ -104,7 +109,7 @@ func (t *tracker) reset() {
 func (t *tracker) admit(session uint64, path string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.uncachable[path] > 0 {
+	if t.uncachable[path] > 0 || t.allUncachable > 0 {
 		return false
 	}
 	addTo(t.cachers, path, session)
@@ -126,11 +131,23 @@ func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 // function makes them cachable again; call it once the write is applied. The
 // error is not_master when the server began shutting down during the wait:
 // the write is not proposed (its client retries on the next master).
+// Paths holding everyPath make the write one of every cached path: each
+// path any session caches now is invalidated, and none is cachable until
+// the write is applied (an ACL file edit: no cached read of the old ACLs
+// outlives it).
 func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	if len(paths) == 0 {
 		return func() {}, nil
 	}
 	t.mu.Lock()
+	all := slices.Contains(paths, everyPath)
+	if all {
+		t.allUncachable++
+		paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == everyPath })
+		for p := range t.cachers {
+			paths = append(paths, p)
+		}
+	}
 	round := &invalRound{acked: make(chan struct{})}
 	defer close(round.acked) // once this write has waited for all it must
 	var earlier []*invalRound
@@ -152,6 +169,9 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	t.mu.Unlock()
 	release := func() {
 		t.mu.Lock()
+		if all {
+			t.allUncachable--
+		}
 		for _, p := range paths {
 			if t.uncachable[p]--; t.uncachable[p] <= 0 {
 				delete(t.uncachable, p)
@@ -200,6 +220,9 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 	}
 	return release, nil
 }
+
+// everyPath, among a write's paths, stands for every path cached now.
+const everyPath = "*"
 
 // invalRound is one write's invalidations: acked is closed once its writer
 // has waited for every cacher it invalidated and for the rounds of the

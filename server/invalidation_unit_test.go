@@ -325,3 +325,34 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 	proceeds(t, w, "acknowledged by the next KeepAlive")()
 	lt.Demote()
 }
+
+// TestACLFileWriteInvalidatesEveryPath: a write of every path (an ACL file
+// edit, which may revoke any read) invalidates each cacher of each path
+// and waits for them; until it is applied nothing is cachable, so no read
+// of the old ACLs is cached past it.
+func TestACLFileWriteInvalidatesEveryPath(t *testing.T) {
+	u := newUnitTracker(t)
+	for _, id := range []uint64{1, 2, 3} {
+		u.fake.deadlines[id] = unitStart.Add(unitTTL)
+	}
+	if !u.admit(1, pathA) || !u.admit(2, pathB) {
+		t.Fatal("nodes no write touches must be cachable")
+	}
+	const aclFile = "/ls/c/acl/team"
+	w := u.write(3, aclFile, "/ls/c/acl", everyPath)
+	wait.For(t, 0, "invalidations to the cachers of every path", func() bool { return u.fake.sentTo(1) == 1 && u.fake.sentTo(2) == 1 })
+	if u.admit(3, "/ls/c/untouched") {
+		t.Fatal("a path was cachable during a write of every path")
+	}
+	u.fake.ack(1)
+	blocked(t, w, "the cacher of b has not acknowledged")
+	u.fake.ack(2)
+	release := proceeds(t, w, "every cacher acknowledged")
+	if u.admit(3, pathA) {
+		t.Fatal("cachable before the write of every path was applied")
+	}
+	release()
+	if !u.admit(3, pathA) || !u.admit(3, "/ls/c/untouched") {
+		t.Fatal("not cachable after the write of every path was applied")
+	}
+}

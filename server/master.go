@@ -53,6 +53,10 @@ func (s *Server) establishMaster() {
 		s.log.Warn("new epoch failed", "err", err)
 		return
 	}
+	if err := s.initACLs(); err != nil {
+		s.log.Warn("first ACLs of the secure cell failed", "err", err)
+		return
+	}
 	now := s.clock.Now()
 	var sessions []fs.SessionInfo
 	var delayed []fs.Delayed
@@ -78,6 +82,33 @@ func (s *Server) establishMaster() {
 		s.journal.add("master", "serving as master, epoch %d, %d sessions", res.Epoch, len(sessions))
 	}
 	s.log.Info("serving as master", "epoch", res.Epoch, "sessions", len(sessions))
+}
+
+// initACLs gives a secure cell its first ACLs before its first master
+// serves (fs.InitACLs): the root's names "admin" and acl/admin listing
+// the admins, so a fresh cell denies every other principal until an admin
+// grants access. A cell whose root has names already, and a dev cell
+// (every caller an admin), are left as they are.
+func (s *Server) initACLs() error {
+	if s.tls == nil {
+		return nil
+	}
+	var bare bool
+	s.fsm.read(func(st *fs.State) {
+		a, err := st.ACL(fs.Root(s.cfg.Cell))
+		bare = err == nil && a.IsZero()
+	})
+	if !bare {
+		return nil
+	}
+	res, err := s.proposer.propose(fs.NewCommand(&fs.InitACLs{Admins: s.admins()}))
+	if err == nil {
+		err = res.Err
+	}
+	if err == nil {
+		s.log.Info("secure cell: the root's ACLs are admin's", "admins", s.admins())
+	}
+	return err
 }
 
 // revokeMaster stops serving: KeepAlive polls and blocked calls are failed

@@ -202,7 +202,8 @@ func (q *proposer) apply(batch []*proposal, size int) {
 
 // writePaths are the paths whose cached entries a command may change: the
 // node, and its parent directory's listing and stat when nodes come or go;
-// for the end of a session, every node it held a lock on or owned.
+// for the end of a session, every node it held a lock on or owned; for an
+// ACL file (a child of /ls/<cell>/acl), everyPath as well.
 func (s *Server) writePaths(cmd *fs.Command) []string {
 	withParent := func(p string) []string {
 		if dir, _ := fs.Split(p); dir != "" {
@@ -210,13 +211,19 @@ func (s *Server) writePaths(cmd *fs.Command) []string {
 		}
 		return []string{p}
 	}
+	// An ACL file's edit may revoke any read: every cached path.
+	aclDir := fs.Root(s.cfg.Cell) + "/" + fs.ACLDirName
+	aclFile := func(p string) bool { dir, _ := fs.Split(p); return dir == aclDir }
 	switch cmd.Op {
 	case fs.OpCreate, fs.OpSetContents, fs.OpDelete:
 		if fs.CheckPath(s.cfg.Cell, cmd.Path()) != nil || cmd.Path() == fs.Root(s.cfg.Cell) {
 			return []string{cmd.Path()}
 		}
+		if aclFile(cmd.Path()) {
+			return append(withParent(cmd.Path()), everyPath)
+		}
 		return withParent(cmd.Path())
-	case fs.OpAcquire, fs.OpRelease, fs.OpCancelWait, fs.OpGrantDelayed:
+	case fs.OpAcquire, fs.OpRelease, fs.OpCancelWait, fs.OpGrantDelayed, fs.OpSetACL:
 		return []string{cmd.Path()}
 	case fs.OpEndSession:
 		var paths []string
@@ -224,6 +231,9 @@ func (s *Server) writePaths(cmd *fs.Command) []string {
 		var out []string
 		for _, p := range paths {
 			out = append(out, withParent(p)...)
+			if aclFile(p) { // an ephemeral ACL file goes with the session
+				out = append(out, everyPath)
+			}
 		}
 		return out
 	}

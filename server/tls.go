@@ -172,17 +172,19 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
 
-// isAdmin reports whether principal may make operator calls: on a cell
-// without TLS everybody (anonymous) may; with TLS the configured admins.
+// isAdmin reports whether principal may make operator calls and bypasses
+// ACLs: on a cell without TLS everybody (anonymous) does; with TLS the
+// configured admins.
 func (s *Server) isAdmin(principal string) bool {
-	if s.tls == nil {
-		return true
+	return s.tls == nil || slices.Contains(s.admins(), principal)
+}
+
+// admins are the configured admins, DefaultAdmins when none are.
+func (s *Server) admins() []string {
+	if len(s.cfg.Admins) == 0 {
+		return DefaultAdmins
 	}
-	admins := s.cfg.Admins
-	if len(admins) == 0 {
-		admins = DefaultAdmins
-	}
-	return slices.Contains(admins, principal)
+	return s.cfg.Admins
 }
 
 // requireAdmin refuses an operator call from a principal that is not an

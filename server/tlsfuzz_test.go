@@ -20,7 +20,10 @@ import (
 // fuzzes.
 func FuzzTLSGarbage(f *testing.F) {
 	files, clients := cell.DevTLS(f, "fuzzer")
-	c := cell.Start(f, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.TLS = files }))
+	c := cell.Start(f, cell.WithServerConfig(func(_ int, cfg *server.Config) {
+		cfg.TLS = files
+		cfg.Admins = []string{"fuzzer"} // the root's ACLs are the admins'
+	}))
 	tc := clients["fuzzer"]
 	good := c.Dial(f, client.Config{TLS: tc})
 	if _, err := good.Open(context.Background(), c.Path("probe"), client.Create()); err != nil {

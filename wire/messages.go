@@ -33,12 +33,14 @@ const (
 	MRemoveServer          // RemoveServerArgs → Empty (master only)
 	MUnwatch               // UnwatchArgs → Empty
 	MBackup                // BackupArgs → BackupReply (master only; a page of a backup file)
+	MGetACL                // NodeArgs → ACLReply
+	MSetACL                // SetACLArgs → StatReply
 	MethodCount
 )
 
 var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
-	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch", "Backup"}
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch", "Backup", "GetACL", "SetACL"}
 
 func (m Method) String() string { return enum.Name(methodNames[:], m, "method") }
 
@@ -153,6 +155,9 @@ type OpenArgs struct {
 	Data []byte `msgpack:"d,omitempty"`
 	// Seq fences the create: it commits only if this sequencer is held.
 	Seq *fs.Sequencer `msgpack:"seq,omitempty"`
+	// ACL names the created node's ACLs (each empty one is copied from the
+	// parent's); an Open of a node that exists ignores it.
+	ACL fs.ACL `msgpack:"acl,omitempty"`
 }
 
 // UnwatchArgs drops the session's event subscription on a node.
@@ -310,4 +315,20 @@ type RemoveServerArgs struct {
 	// Force removes a voter even if fewer voters than a quorum of the
 	// current configuration would remain.
 	Force bool `msgpack:"f,omitempty"`
+}
+
+// ACLReply carries the ACL names that govern a node (its own, or for a
+// node from before ACLs its nearest ancestor's) and its stat, whose ACLGen
+// moves with every change of them.
+type ACLReply struct {
+	ACL  fs.ACL  `msgpack:"acl"`
+	Stat fs.Stat `msgpack:"st"`
+}
+
+// SetACLArgs changes a node's ACL names (change-ACL permission); an empty
+// name keeps the node's.
+type SetACLArgs struct {
+	Path     string `msgpack:"p"`
+	Instance uint64 `msgpack:"i,omitempty"`
+	ACL      fs.ACL `msgpack:"acl"`
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/chubby-dev/chubby/fs"
 )
 
-// The file commands: ls, stat, cat, write, cas, mkdir, create, rm.
+// The file commands: ls, stat, cat, write, cas, mkdir, create, rm (acl: cmd_acl.go).
 
 // onNode opens path and runs f on the handle, both bounded by ctx.
 func onNode[T any](ctx context.Context, sh *shell, path string, f func(*client.Handle, context.Context) (T, error)) (T, error) {
@@ -187,11 +187,11 @@ func (sh *shell) writeContents(a *cmdArgs, data []byte, write func(context.Conte
 }
 
 func (sh *shell) cmdMkdir(a *cmdArgs) error {
-	return sh.create(a.pos[0], client.CreateDir(), client.FailIfExists())
+	return sh.create(a.pos[0], client.CreateDir(), client.FailIfExists(), client.WithACL(aclOf(a)))
 }
 
 func (sh *shell) cmdCreate(a *cmdArgs) error {
-	opts := []client.OpenOption{client.Create(), client.FailIfExists()}
+	opts := []client.OpenOption{client.Create(), client.FailIfExists(), client.WithACL(aclOf(a))}
 	if a.has("ephemeral") {
 		opts = append(opts, client.Ephemeral())
 	}

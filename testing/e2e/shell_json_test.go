@@ -52,6 +52,7 @@ func TestJSONEveryCommand(t *testing.T) {
 		"elect":         {{"elect", d + "/el", "v", "--", "true"}, {"elect", d + "/el", "v", "--", "false"}, {"elect", d + "/f", "v", "--", "true"}},
 		"leader":        {{"leader", d + "/el"}, {"leader", d + "/f"}},
 		"whoami":        {{"whoami"}},
+		"acl":           {{"acl", "get", d}, {"acl", "set", d, "-read", "r"}, {"acl", "get", d + "/missing"}, {"acl", "set", d, "-read", "a/b"}, {"acl", "frob", d}},
 	}
 	obj := s.Sh(t, "-json", "help").JSON(t)
 	names, ok := obj["commands"].([]any)

@@ -95,6 +95,9 @@ func TestTLSCell(t *testing.T) {
 		t.Fatalf("whoami = %q, want alice", got)
 	}
 	wantOK(t, sh("alice", "write", p0("tls-file"), "over tls"))
+	// The root's ACLs are the admins' (alice): she lets everyone read the file.
+	wantOK(t, sh("alice", "write", p0("acl/everyone"), "*"))
+	wantOK(t, sh("alice", "acl", "set", p0("tls-file"), "-read", "everyone"))
 	if got := wantOK(t, sh("bob", "cat", p0("tls-file"))); got != "over tls" {
 		t.Fatalf("cat = %q", got)
 	}
@@ -272,6 +275,10 @@ func TestTLSReload(t *testing.T) {
 	s := c.Servers()[0]
 	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("reload-lock"))...)
 	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
+	// carol checks the sequencer at the end: the admin (alice) lets every
+	// principal read the lock's node.
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("acl/everyone"), "*")...))
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "acl", "set", p0("reload-lock"), "-read", "everyone")...))
 	serial := func(srv *proc.Server, roots pki, who string) string {
 		t.Helper()
 		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.tlsConfig(t, who, "server.local.chubby"))
