@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
