@@ -38,7 +38,7 @@
 //	config.go        Config, DefaultConfig, Validate, Peer
 //	raft.go          raft wiring: bolt log and stable store, snapshots, transport, routes, bootstrap
 //	master.go        the leadership loop: establish and revoke master, epochs, session expiry
-//	leases.go        the lease table: Promote/Demote, lease timers, expired ids out-queue, stall guard
+//	leases.go        the lease table: Promote/Demote, the due heap and its timer, expired ids out-queue, stall credit
 //	keepalive.go     the KeepAlive long poll and what its replies carry: invalidations, events,
 //	                 the failover barrier (unflushed sessions)
 //	invalidation.go  the tracker: cachers, uncachable nodes, beforeWrite (the invalidation protocol)
@@ -88,13 +88,16 @@
 // no goroutine) and is answered after about TTL/3, or at once when the
 // session's next KeepAlive arrives; answering does not extend the lease, so
 // a session ends exactly TTL after its last KeepAlive arrived. No
-// KeepAlive touches raft or disk. When a lease's timer fires, the lease
-// table hands the id out (Expired, TakeExpired) unless the timer fired
-// far too late or the stall monitor saw this process stall since the last
-// renewal: then the master itself was not running, and the session gets a
-// fresh lease instead. The master loop takes the id, confirms with
-// VerifyLeader that it still leads, checks for a stall once more, and
-// proposes OpEndSession{Expired: true}. Until that commits (or is
+// KeepAlive touches raft or disk. Leases come up in order of their ends
+// from one heap with one timer (a KeepAlive only moves the end; the entry
+// finds it moved and goes back in). A lease that ran out is handed out
+// (Expired, TakeExpired) unless the stall monitor saw this process stall
+// since the last renewal: then the lease gets back the time the stall took
+// from it. How late the expiry timer itself runs is not looked at — a
+// master with many leases to expire runs late without having stalled. The
+// master loop takes the ids, confirms with VerifyLeader (once a batch)
+// that it still leads, looks for a stall once more, and proposes
+// OpEndSession{Expired: true} for each, up to a group-commit batch at once. Until that commits (or is
 // abandoned), the session's calls answer unavailable, never expired.
 //
 // # Invalidation protocol

@@ -15,6 +15,10 @@
 //	                                       per lock)                              on release
 //	TestHugeDirectoryLists        2        100,000 children in one directory;     chubbysh ls prints every child,
 //	                                       4,200 children of 250-byte names       in order (pages past 1 MiB)
+//	TestMassExpiryProcess         3        1,000,000 sessions of a 60 s TTL     all gone within TTL + 30 s of
+//	                                       created and abandoned                  the last one's creation; no
+//	                                                                              lease renewed for a "stall";
+//	                                                                              a summarised log
 //	TestStalledFramesBounded      4        2,000 connections send all but 40      chubbyd VmRSS ≤ 500 MB while
 //	                                       bytes of a 1 MiB frame, then a         they hold; chubbysh ls answers;
 //	                                       byte a second                          RSS after close reported
@@ -30,12 +34,11 @@
 //	TestDeceptiveNamesRefused     7        chubbysh create/mkdir of names with    exit 1, one error line naming
 //	                                       U+202E and U+200B                      the character; nothing created
 //
-// The mass expiry of a million sessions (finding 3) is not here.
-//
 // Scale. The default `go test ./testing/hostile` runs the tests whose
 // full acceptance counts take under about 30 s on a 2-core machine at
 // those counts (pipeline, directories, expiry, names, remove-server) and
-// the others at reduced counts (10,000 queued Acquires, 500 stalled
+// the others at reduced counts (10,000 queued Acquires, 100,000 abandoned
+// sessions of a 10 s TTL, 500 stalled
 // frames, 32 nesting senders), asserting the same bounds. The full
 // counts:
 //
