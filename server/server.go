@@ -208,6 +208,10 @@ func (s *Server) Start() error {
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.leadershipLoop()
+	if s.tls != nil && s.cfg.TLSPollInterval > 0 {
+		s.wg.Add(1)
+		go s.watchTLSFiles(s.cfg.TLSPollInterval)
+	}
 	s.log.Info("serving", "node", s.cfg.NodeID, "cell", s.cfg.Cell, "rpc", ln.Addr().String(), "raft", s.cfg.RaftAddr, "data", s.cfg.DataDir)
 	return nil
 }
