@@ -185,6 +185,9 @@ func (s *Server) Start() error {
 		s.raft, s.log.Named("members"))
 	s.members.isMaster, s.members.removed, s.members.bootstrap = s.IsMaster, s.removedServers, s.bootstrap
 	s.members.httpAddr, s.members.journal = s.HTTPAddr(), s.journal
+	if s.tls != nil {
+		s.members.admit = s.verifyRaftPeer
+	}
 	if err := s.members.start(s.existing); err != nil {
 		ln.Close()
 		if s.httpLn != nil {

@@ -264,6 +264,25 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
 
+// verifyRaftPeer is the master's check of a server that gossip reports
+// before it joins the raft configuration: a TLS handshake with the raft
+// transport at addr (or the -raft-route for id) must show a certificate
+// from the cell's CA carrying the server role name. Gossip admits anyone
+// with the key; raft only servers.
+func (s *Server) verifyRaftPeer(id, addr string) error {
+	if r, ok := s.cfg.RaftRoutes[id]; ok {
+		addr = r
+	}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: s.tls.clientConfig()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("TLS handshake with its raft transport %s: %w", addr, err)
+	}
+	return nc.Close()
+}
+
 // isAdmin reports whether principal may make operator calls and bypasses
 // ACLs: on a cell without TLS everybody (anonymous) does; with TLS the
 // configured admins.

@@ -50,6 +50,48 @@ func newPKI(t *testing.T, cell string, servers []string, clients ...string) pki 
 	return p
 }
 
+// newGossipKey writes a gossip key from `chubbyd keygen` to a file and
+// returns its path.
+func newGossipKey(t *testing.T) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile
+}
+
+// expiredCert issues a client certificate NAME from p's CA that expired a
+// day ago (`chubbyd tls cert create` issues only valid ones).
+func (p pki) expiredCert(t *testing.T, name string) {
+	t.Helper()
+	now := time.Now()
+	if _, _, err := devca.CreateCert(p.dir, devca.CertRequest{Name: name, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tlsArgs are chubbyd's TLS flags for server NAME's files in p.
+func (p pki) tlsArgs(name string) []string {
+	return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(name), "-tls-key", p.key(name)}
+}
+
+// cellOptions are the options of a TLS cell whose servers n1, n2, ...
+// use their certificates from servers, and whose harness and chubbysh
+// readiness checks are client's (an admin: -acl-admins client), with
+// extra flags for every server.
+func (p pki) cellOptions(t *testing.T, servers pki, client string, extra ...string) proc.CellOptions {
+	return proc.CellOptions{
+		ClientTLS: p.tlsConfig(t, client, "server.local.chubby"),
+		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert(client), "CHUBBY_KEY=" + p.key(client)},
+		ExtraArgs: append([]string{"-log-level", "info", "-acl-admins", client}, extra...),
+		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
+			return servers.tlsArgs(s.NodeID)
+		},
+	}
+}
+
 func (p pki) ca() string              { return filepath.Join(p.dir, "ca.pem") }
 func (p pki) cert(name string) string { return filepath.Join(p.dir, name+".pem") }
 func (p pki) key(name string) string  { return filepath.Join(p.dir, name+"-key.pem") }
@@ -72,11 +114,7 @@ func (p pki) tlsConfig(t *testing.T, name, serverName string) *tls.Config {
 func TestTLSCell(t *testing.T) {
 	p := newPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "bob")
 	other := newPKI(t, "local", nil, "eve")
-	keyFile := filepath.Join(t.TempDir(), "gossip.key")
-	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := newGossipKey(t)
 	c := proc.StartCell(t, 3, proc.CellOptions{
 		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
 		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
