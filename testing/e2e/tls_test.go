@@ -402,7 +402,7 @@ func must(b []byte, err error) []byte {
 // its lock; a half-written certificate is logged and the one in use kept.
 func TestTLSReloadOnFileChange(t *testing.T) {
 	p := newPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
-	live := pki{dir: t.TempDir()} // the servers' files, replaced below
+	live := pki{dir: t.TempDir()}  // the servers' files, replaced below
 	put := func(dst, src string) { // written aside, renamed into place
 		t.Helper()
 		tmp := filepath.Join(live.dir, ".tmp-"+filepath.Base(dst))
