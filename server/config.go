@@ -35,6 +35,11 @@ type Config struct {
 	// caller is AnonymousPrincipal, and it listens only on loopback
 	// addresses unless Insecure.
 	TLS *TLSFiles
+	// TLSPollInterval is how often the TLS files are checked for changes:
+	// changed contents (written in place or renamed into place) are
+	// reloaded as Server.ReloadTLS does (0: not watched; DefaultConfig:
+	// DefaultTLSPollInterval).
+	TLSPollInterval time.Duration
 	// Insecure lets a cell without TLS listen on other than loopback
 	// addresses (logged as a warning at every start).
 	Insecure bool
@@ -130,6 +135,10 @@ const (
 	DefaultMaxFrameMemory = 256 << 20
 )
 
+// DefaultTLSPollInterval is how often chubbyd checks its TLS files for
+// changes.
+const DefaultTLSPollInterval = 2 * time.Second
+
 // Peer names a server of the cell.
 type Peer struct {
 	ID       string `msgpack:"id" json:"id"`
@@ -153,6 +162,7 @@ func DefaultConfig() Config {
 		GossipAddr:      "127.0.0.1:7102",
 		HTTPAddr:        "127.0.0.1:7180",
 		BootstrapExpect: 1,
+		TLSPollInterval: DefaultTLSPollInterval,
 		DefaultTTL:      session.DefaultTTL,
 		MaxConns:        DefaultMaxConns,
 		MaxSessions:     DefaultMaxSessions,
@@ -203,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrameMemory != 0 && c.MaxFrameMemory < wire.MaxFrame {
 		errs = append(errs, fmt.Errorf("max-frame-memory %d: must hold one frame (%d bytes) at least", c.MaxFrameMemory, wire.MaxFrame))
+	}
+	if c.TLSPollInterval < 0 {
+		errs = append(errs, fmt.Errorf("tls-poll-interval %v: must not be negative (0: the files are not watched)", c.TLSPollInterval))
 	}
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))

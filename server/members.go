@@ -41,6 +41,13 @@ type membership struct {
 	isMaster  func() bool
 	removed   func() map[string]bool
 	bootstrap func(peers []Peer) error
+	// admit, if set, vets a gossip member before the master adds it to
+	// the raft configuration (with TLS: its raft transport must present
+	// a server certificate of the cell); a member it refuses is left out
+	// and tried again at the next reconcile.
+	admit func(id, raftAddr string) error
+	// refused are the members admit refused, with why (logged once).
+	refused map[string]string
 	// httpAddr is this server's status address, gossiped so any server's
 	// status page can ask the others for theirs ("" if none); journal
 	// records members' gossip state changes (may be nil).
@@ -317,6 +324,19 @@ func (m *membership) reconcile() {
 	for _, meta := range m.aliveMembers() {
 		if inConfig[meta.ID] || removed[meta.ID] {
 			continue
+		}
+		if m.admit != nil {
+			if err := m.admit(meta.ID, meta.Raft); err != nil {
+				if m.refused == nil {
+					m.refused = map[string]string{}
+				}
+				if m.refused[meta.ID] != err.Error() {
+					m.log.Warn("not adding server: it did not prove to be a server of this cell", "node", meta.ID, "raft", meta.Raft, "err", err)
+				}
+				m.refused[meta.ID] = err.Error()
+				continue
+			}
+			delete(m.refused, meta.ID)
 		}
 		var f raft.IndexFuture
 		if voters < maxVoters {

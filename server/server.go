@@ -185,6 +185,9 @@ func (s *Server) Start() error {
 		s.raft, s.log.Named("members"))
 	s.members.isMaster, s.members.removed, s.members.bootstrap = s.IsMaster, s.removedServers, s.bootstrap
 	s.members.httpAddr, s.members.journal = s.HTTPAddr(), s.journal
+	if s.tls != nil {
+		s.members.admit = s.verifyRaftPeer
+	}
 	if err := s.members.start(s.existing); err != nil {
 		ln.Close()
 		if s.httpLn != nil {
@@ -208,6 +211,10 @@ func (s *Server) Start() error {
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.leadershipLoop()
+	if s.tls != nil && s.cfg.TLSPollInterval > 0 {
+		s.wg.Add(1)
+		go s.watchTLSFiles(s.cfg.TLSPollInterval)
+	}
 	s.log.Info("serving", "node", s.cfg.NodeID, "cell", s.cfg.Cell, "rpc", ln.Addr().String(), "raft", s.cfg.RaftAddr, "data", s.cfg.DataDir)
 	return nil
 }

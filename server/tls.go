@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,41 +40,95 @@ type tlsMaterial struct {
 	files TLSFiles
 	role  string // the server role name of this cell
 	cur   atomic.Pointer[tlsState]
+	// mu serialises reloads (SIGHUP and the file watch).
+	mu sync.Mutex
 }
 
 type tlsState struct {
 	cert  tls.Certificate
 	roots *x509.CertPool
+	// sum is the digest of the three files' contents this state was made
+	// from: the file watch reloads when they no longer match it.
+	sum [sha256.Size]byte
 }
 
 func loadTLS(files TLSFiles, cell string) (*tlsMaterial, error) {
 	m := &tlsMaterial{files: files, role: wire.ServerName(cell)}
-	return m, m.reload()
+	_, err := m.reload()
+	return m, err
 }
 
-// reload reads the files again.
-func (m *tlsMaterial) reload() error {
-	cert, err := tls.LoadX509KeyPair(m.files.Cert, m.files.Key)
-	if err != nil {
-		return fmt.Errorf("tls: certificate %s, key %s: %w", m.files.Cert, m.files.Key, err)
+// tlsFiles are the contents of the CA, certificate and key files, read
+// together.
+type tlsFiles struct{ ca, cert, key []byte }
+
+// read reads the three files and returns their contents and digest.
+func (m *tlsMaterial) read() (tlsFiles, [sha256.Size]byte, error) {
+	var f tlsFiles
+	var err error
+	if f.ca, err = os.ReadFile(m.files.CA); err != nil {
+		return f, [sha256.Size]byte{}, fmt.Errorf("tls: CA: %w", err)
 	}
-	caPEM, err := os.ReadFile(m.files.CA)
+	if f.cert, err = os.ReadFile(m.files.Cert); err != nil {
+		return f, [sha256.Size]byte{}, fmt.Errorf("tls: certificate: %w", err)
+	}
+	if f.key, err = os.ReadFile(m.files.Key); err != nil {
+		return f, [sha256.Size]byte{}, fmt.Errorf("tls: key: %w", err)
+	}
+	h := sha256.New()
+	for _, b := range [][]byte{f.ca, f.cert, f.key} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return f, sum, nil
+}
+
+// reload reads the files again and, if they make a server certificate of
+// this cell and a CA, puts them in use; it returns the new certificate.
+// Otherwise the material in use stays.
+func (m *tlsMaterial) reload() (*x509.Certificate, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, sum, err := m.read()
 	if err != nil {
-		return fmt.Errorf("tls: CA: %w", err)
+		return nil, err
+	}
+	return m.install(f, sum)
+}
+
+func (m *tlsMaterial) install(f tlsFiles, sum [sha256.Size]byte) (*x509.Certificate, error) {
+	cert, err := tls.X509KeyPair(f.cert, f.key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: certificate %s, key %s: %w", m.files.Cert, m.files.Key, err)
 	}
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("tls: CA %s holds no PEM certificate", m.files.CA)
+	if !roots.AppendCertsFromPEM(f.ca) {
+		return nil, fmt.Errorf("tls: CA %s holds no PEM certificate", m.files.CA)
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return fmt.Errorf("tls: certificate %s: %w", m.files.Cert, err)
+		return nil, fmt.Errorf("tls: certificate %s: %w", m.files.Cert, err)
 	}
 	if !slices.Contains(leaf.DNSNames, m.role) {
-		return fmt.Errorf("tls: certificate %s is not a server certificate of this cell: it does not name %s (chubbyd tls cert create -server)", m.files.Cert, m.role)
+		return nil, fmt.Errorf("tls: certificate %s is not a server certificate of this cell: it does not name %s (chubbyd tls cert create -server)", m.files.Cert, m.role)
 	}
-	m.cur.Store(&tlsState{cert: cert, roots: roots})
-	return nil
+	m.cur.Store(&tlsState{cert: cert, roots: roots, sum: sum})
+	return leaf, nil
+}
+
+// changed reads the files and reports whether their contents differ from
+// those in use; it returns the digest read (and an error if one did not
+// read).
+func (m *tlsMaterial) changed() (bool, [sha256.Size]byte, error) {
+	_, sum, err := m.read()
+	if err != nil {
+		return false, sum, err
+	}
+	return sum != m.cur.Load().sum, sum, nil
 }
 
 // serverConfig is the listeners' configuration: a client certificate from
@@ -110,22 +167,57 @@ func (m *tlsMaterial) requireServer(cs tls.ConnectionState) error {
 	return nil
 }
 
-// ReloadTLS reads the TLS files again (chubbyd does on SIGHUP): new
-// handshakes — client connections, raft connections, HTTPS — use the new
-// certificate, key and CA; connections made before go on, and so do their
-// sessions. Files that do not load (or a certificate that is not a server
+// ReloadTLS reads the TLS files again (chubbyd does on SIGHUP; the file
+// watch, Config.TLSPollInterval, when they change): new handshakes —
+// client connections, raft connections, HTTPS — use the new certificate,
+// key and CA; connections made before go on, and so do their sessions.
+// Files that do not load (or a certificate that is not a server
 // certificate of this cell) leave the old material in use. Without TLS it
 // does nothing.
 func (s *Server) ReloadTLS() error {
 	if s.tls == nil {
 		return nil
 	}
-	if err := s.tls.reload(); err != nil {
+	leaf, err := s.tls.reload()
+	if err != nil {
 		return err
 	}
-	leaf, _ := x509.ParseCertificate(s.tls.cur.Load().cert.Certificate[0])
 	s.log.Info("TLS files reloaded", "cert", s.tls.files.Cert, "serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
 	return nil
+}
+
+// watchTLSFiles checks the TLS files every interval and reloads them
+// (ReloadTLS) when their contents differ from those in use — written in
+// place or renamed into place. Files that do not load (half written, a key
+// that does not match the certificate yet) are logged once and the old
+// material kept; the next change is tried again.
+func (s *Server) watchTLSFiles(interval time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var failed [sha256.Size]byte // the contents that last failed to load
+	lastErr := ""
+	for {
+		select {
+		case <-s.shutdown:
+			return
+		case <-t.C:
+		}
+		changed, sum, err := s.tls.changed()
+		if err == nil && (!changed || sum == failed) {
+			lastErr = ""
+			continue
+		}
+		if err == nil {
+			err = s.ReloadTLS()
+		}
+		if err != nil {
+			if err.Error() != lastErr {
+				s.log.Error("TLS files changed but do not load; the ones loaded before stay in use", "err", err)
+			}
+			lastErr, failed = err.Error(), sum
+		}
+	}
 }
 
 // principalOf completes the TLS handshake of a client connection and
@@ -171,6 +263,25 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
+
+// verifyRaftPeer is the master's check of a server that gossip reports
+// before it joins the raft configuration: a TLS handshake with the raft
+// transport at addr (or the -raft-route for id) must show a certificate
+// from the cell's CA carrying the server role name. Gossip admits anyone
+// with the key; raft only servers.
+func (s *Server) verifyRaftPeer(id, addr string) error {
+	if r, ok := s.cfg.RaftRoutes[id]; ok {
+		addr = r
+	}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: s.tls.clientConfig()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("TLS handshake with its raft transport %s: %w", addr, err)
+	}
+	return nc.Close()
+}
 
 // isAdmin reports whether principal may make operator calls and bypasses
 // ACLs: on a cell without TLS everybody (anonymous) does; with TLS the

@@ -55,6 +55,7 @@ func run(args []string) int {
 	tlsCA := fl.String("tls-ca", "", "PEM CA that signs every certificate of the cell (with -tls-cert and -tls-key: mutual TLS on the RPC port and the raft transport)")
 	tlsCert := fl.String("tls-cert", "", "this server's PEM certificate (chubbyd tls cert create -server)")
 	tlsKey := fl.String("tls-key", "", "this server's PEM key")
+	fl.DurationVar(&cfg.TLSPollInterval, "tls-poll-interval", cfg.TLSPollInterval, "how often the -tls-* files are checked; changed ones are reloaded as on SIGHUP (0: only on SIGHUP)")
 	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
 	admins := fl.String("acl-admins", strings.Join(server.DefaultAdmins, ","), "comma-separated principals allowed backups, remove-server and (with TLS) the status page and metrics")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")

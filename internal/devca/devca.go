@@ -84,6 +84,10 @@ type CertRequest struct {
 	IPs    []net.IP
 	DNS    []string
 	Days   int
+	// NotBefore and NotAfter, when both set, are the validity window
+	// instead of Days (tests: a certificate that expired or is not yet
+	// valid).
+	NotBefore, NotAfter time.Time
 }
 
 // CreateCert writes NAME.pem and NAME-key.pem into dir, signed by the CA
@@ -93,7 +97,15 @@ func CreateCert(dir string, r CertRequest) (certPath, keyPath string, err error)
 	if r.Name == "" || strings.ContainsAny(r.Name, "/\\ \t\n") {
 		return "", "", fmt.Errorf("certificate name %q: want a name without spaces or slashes", r.Name)
 	}
-	if r.Days <= 0 {
+	now := time.Now()
+	notBefore, notAfter := now.Add(-time.Minute), now.AddDate(0, 0, r.Days)
+	switch {
+	case !r.NotBefore.IsZero() && !r.NotAfter.IsZero():
+		if !r.NotAfter.After(r.NotBefore) {
+			return "", "", fmt.Errorf("validity %v to %v: ends before it starts", r.NotBefore, r.NotAfter)
+		}
+		notBefore, notAfter = r.NotBefore, r.NotAfter
+	case r.Days <= 0:
 		return "", "", fmt.Errorf("-days %d: want at least 1", r.Days)
 	}
 	ca, caKey, err := LoadCA(dir)
@@ -109,12 +121,11 @@ func CreateCert(dir string, r CertRequest) (certPath, keyPath string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: r.Name},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.AddDate(0, 0, r.Days),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		IPAddresses:  r.IPs,

@@ -50,6 +50,48 @@ func newPKI(t *testing.T, cell string, servers []string, clients ...string) pki 
 	return p
 }
 
+// newGossipKey writes a gossip key from `chubbyd keygen` to a file and
+// returns its path.
+func newGossipKey(t *testing.T) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile
+}
+
+// expiredCert issues a client certificate NAME from p's CA that expired a
+// day ago (`chubbyd tls cert create` issues only valid ones).
+func (p pki) expiredCert(t *testing.T, name string) {
+	t.Helper()
+	now := time.Now()
+	if _, _, err := devca.CreateCert(p.dir, devca.CertRequest{Name: name, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tlsArgs are chubbyd's TLS flags for server NAME's files in p.
+func (p pki) tlsArgs(name string) []string {
+	return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(name), "-tls-key", p.key(name)}
+}
+
+// cellOptions are the options of a TLS cell whose servers n1, n2, ...
+// use their certificates from servers, and whose harness and chubbysh
+// readiness checks are client's (an admin: -acl-admins client), with
+// extra flags for every server.
+func (p pki) cellOptions(t *testing.T, servers pki, client string, extra ...string) proc.CellOptions {
+	return proc.CellOptions{
+		ClientTLS: p.tlsConfig(t, client, "server.local.chubby"),
+		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert(client), "CHUBBY_KEY=" + p.key(client)},
+		ExtraArgs: append([]string{"-log-level", "info", "-acl-admins", client}, extra...),
+		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
+			return servers.tlsArgs(s.NodeID)
+		},
+	}
+}
+
 func (p pki) ca() string              { return filepath.Join(p.dir, "ca.pem") }
 func (p pki) cert(name string) string { return filepath.Join(p.dir, name+".pem") }
 func (p pki) key(name string) string  { return filepath.Join(p.dir, name+"-key.pem") }
@@ -72,11 +114,7 @@ func (p pki) tlsConfig(t *testing.T, name, serverName string) *tls.Config {
 func TestTLSCell(t *testing.T) {
 	p := newPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "bob")
 	other := newPKI(t, "local", nil, "eve")
-	keyFile := filepath.Join(t.TempDir(), "gossip.key")
-	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := newGossipKey(t)
 	c := proc.StartCell(t, 3, proc.CellOptions{
 		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
 		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
@@ -356,4 +394,99 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestTLSReloadOnFileChange: chubbyd watches its TLS files
+// (-tls-poll-interval): a certificate and key renamed into place, without
+// SIGHUP, are served on new handshakes while a session made before keeps
+// its lock; a half-written certificate is logged and the one in use kept.
+func TestTLSReloadOnFileChange(t *testing.T) {
+	p := newPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
+	live := pki{dir: t.TempDir()}  // the servers' files, replaced below
+	put := func(dst, src string) { // written aside, renamed into place
+		t.Helper()
+		tmp := filepath.Join(live.dir, ".tmp-"+filepath.Base(dst))
+		if err := os.WriteFile(tmp, must(os.ReadFile(src)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(live.ca(), p.ca())
+	for _, n := range []string{"n1", "n2", "n3"} {
+		put(live.cert(n), p.cert(n))
+		put(live.key(n), p.key(n))
+	}
+	c := proc.StartCell(t, 3, p.cellOptions(t, live, "alice", "-tls-poll-interval", "200ms"))
+	s := c.Servers()[0]
+	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("watch-lock"))...)
+	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
+	served := func(srv *proc.Server) *x509.Certificate {
+		t.Helper()
+		conn, err := tls.Dial("tcp", srv.RPCAddr, p.tlsConfig(t, "alice", "server.local.chubby"))
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", srv.NodeID, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0]
+	}
+	leaf := func(path string) *x509.Certificate {
+		t.Helper()
+		c, err := tls.LoadX509KeyPair(path, strings.Replace(path, ".pem", "-key.pem", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := x509.ParseCertificate(c.Certificate[0])
+		return l
+	}
+
+	// New certificates and keys renamed into place, no signal: every
+	// server serves its new certificate (serial and NotBefore) on new
+	// handshakes.
+	for _, n := range []string{"n1", "n2", "n3"} {
+		put(live.key(n), p.key(n+"-r"))
+		put(live.cert(n), p.cert(n+"-r"))
+	}
+	for _, srv := range c.Servers() {
+		want := leaf(p.cert(srv.NodeID + "-r"))
+		wait.For(t, 20*time.Second, srv.NodeID+" serving its new certificate without SIGHUP", func() bool {
+			got := served(srv)
+			return got.SerialNumber.Cmp(want.SerialNumber) == 0 && got.NotBefore.Equal(want.NotBefore)
+		})
+		if !strings.Contains(srv.Log(), "TLS files reloaded") {
+			t.Errorf("%s: no reload in the log", srv.NodeID)
+		}
+	}
+	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("after-watch-reload"), "1")...))
+
+	// A half-written certificate (written in place, cut short): logged, and
+	// the certificate in use stays.
+	n1 := c.Server(t, "n1")
+	inUse := leaf(p.cert("n1-r"))
+	full := must(os.ReadFile(p.cert("n1")))
+	const notLoaded = "TLS files changed but do not load" // also logged if a poll fell between the key's rename and the certificate's
+	logged := strings.Count(n1.Log(), notLoaded)
+	if err := os.WriteFile(live.cert("n1"), full[:len(full)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, "n1 logging the half-written file", func() bool {
+		return strings.Count(n1.Log(), notLoaded) > logged
+	})
+	if got := served(n1); got.SerialNumber.Cmp(inUse.SerialNumber) != 0 {
+		t.Fatalf("n1 serves serial %v after a half-written file, want the one in use %v", got.SerialNumber, inUse.SerialNumber)
+	}
+	// Once it is whole (the key too: the old pair), it is reloaded.
+	put(live.key("n1"), p.key("n1"))
+	put(live.cert("n1"), p.cert("n1"))
+	want := leaf(p.cert("n1"))
+	wait.For(t, 20*time.Second, "n1 serving the whole file", func() bool { return served(n1).SerialNumber.Cmp(want.SerialNumber) == 0 })
+
+	// The session made before every reload still holds its lock.
+	if holder.Exited() {
+		t.Fatalf("the lock holder exited during the reloads: %s", holder.Stderr())
+	}
+	if got := wantOK(t, s.Sh(t, append(p.shArgs("alice"), "checkseq", seq.text)...)); got != "valid" {
+		t.Fatalf("checkseq = %q", got)
+	}
 }

@@ -389,6 +389,36 @@ func (c *Cell) AddServer(t testing.TB) *Server {
 	return nil
 }
 
+// LaunchJoiner starts a server named name that asks to join the running
+// cell through the gossip address of its first live server, with only the
+// flags args besides its name, ports, data directory, log level and -join
+// (neither the cell's ExtraArgs nor its ServerArgs: a test gives it the TLS
+// and gossip material it means to try), and returns at once without
+// waiting for anything: for a server the cell must not admit, or one that
+// must refuse to start. It is not one of the cell's Servers; it is killed
+// in t.Cleanup.
+func (c *Cell) LaunchJoiner(t testing.TB, name string, args ...string) *Server {
+	t.Helper()
+	live := c.live(t)
+	if len(live) == 0 {
+		t.Fatalf("proc: no live server to join")
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Options{NodeID: name, Cell: c.opts.Cell, LogLevel: c.opts.LogLevel, ExtraArgs: args,
+		Join: []string{live[0].GossipAddr}, ClientTLS: c.opts.ClientTLS, ShEnv: c.opts.ShEnv}, dir)
+	s.member = true
+	if err := s.pickPorts(); err != nil {
+		t.Fatalf("proc: pick ports: %v", err)
+	}
+	if _, err := s.launch(); err != nil {
+		t.Fatalf("proc: launch %s: %v", name, err)
+	}
+	return s
+}
+
 // StopAll sends SIGTERM to every running server at once and waits for each
 // to exit; it returns their exit codes by name.
 func (c *Cell) StopAll(t testing.TB) map[string]int {

@@ -379,6 +379,26 @@ func (s *Server) Metric(t testing.TB, name string) float64 {
 	return 0
 }
 
+// MetricWith reads one series of a labelled metric from /metrics, the
+// one whose labels are exactly labels, e.g.
+// MetricWith(t, "chubby_rejected_total", `limit="waits"`) (0 if it is
+// absent).
+func (s *Server) MetricWith(t testing.TB, name, labels string) float64 {
+	t.Helper()
+	return s.Metric(t, name+"{"+labels+"}")
+}
+
+// ExitCode is the exit code of the current process once it exited (-1 if
+// a signal ended it), and whether it did.
+func (s *Server) ExitCode(t testing.TB) (int, bool) {
+	t.Helper()
+	p := s.current(t)
+	if !p.exited() {
+		return 0, false
+	}
+	return p.state.ExitCode(), true
+}
+
 // Log is everything the server (all its processes) wrote to stderr.
 func (s *Server) Log() string {
 	b, _ := os.ReadFile(s.LogPath)
