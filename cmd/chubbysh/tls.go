@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // tlsConfig is the client TLS of -ca, -cert and -key: all three, or an
@@ -17,6 +18,11 @@ func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("certificate %s, key %s: %w", certFile, keyFile, err)
+	}
+	// The cell refuses an expired certificate in the handshake; say so
+	// plainly before dialling rather than as a lost connection.
+	if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil && time.Now().After(leaf.NotAfter) {
+		return nil, fmt.Errorf("certificate %s expired at %s", certFile, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {

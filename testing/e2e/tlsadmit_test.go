@@ -39,9 +39,9 @@ func TestTLSAdmission(t *testing.T) {
 		return names
 	}
 
-	// 1. An expired client certificate: chubbysh fails (exit 3: the cell
-	// refused every attempt) saying the certificate expired; the server's
-	// own verdict, read on a raw connection, says so too.
+	// 1. An expired client certificate: chubbysh refuses to use it, saying
+	// it expired; the server's own verdict, read on a raw connection that
+	// presents it anyway, says so too.
 	r := s.Sh(t, append(append([]string{"-timeout", "3s"}, p.shArgs("old")...), "whoami")...)
 	t.Logf("chubbysh with an expired certificate: exit %d: %s", r.Code, strings.TrimSpace(r.Stderr))
 	if r.Code == 0 || !strings.Contains(r.Stderr, "expired") {
