@@ -534,7 +534,11 @@ func (c *Cluster) Dial(t testing.TB, cfg client.Config) *client.Client {
 // of server i's client links: Pause and StallLeaseClock hold it.
 func (c *Cluster) Proxy(t testing.TB, i int) *Proxy {
 	t.Helper()
-	p := ProxyTo(t, c.Addr(i))
+	return c.link(i, ProxyTo(t, c.Addr(i)))
+}
+
+// link remembers p as one of server i's client links.
+func (c *Cluster) link(i int, p *Proxy) *Proxy {
 	c.mu.Lock()
 	nd := c.nodes[i]
 	nd.proxies = append(nd.proxies, p)

@@ -52,7 +52,11 @@
 // A Proxy per server cuts or silences client links (Break, Blackhole),
 // loses chosen replies after the server applied the call (DropReply), the
 // way to make a client retry a call that already took effect, and lets a
-// test observe the replies its client gets (OnReply). A multi-server cell
+// test observe the replies its client gets (OnReply). On a cell with TLS
+// (DevTLS's files in server.Config.TLS) ProxiesAs makes a client's proxies
+// TLS ends on both hops (ProxyTLS: the server's certificate towards the
+// client, the client's towards the server), so the same faults apply to
+// its frames and the server sees the client's principal. A multi-server cell
 // runs on the real clock unless WithClock or WithSkewClocks is given.
 //
 // testing/wait polls a condition: use it only to wait for real

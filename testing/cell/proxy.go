@@ -2,6 +2,7 @@ package cell
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -21,6 +22,10 @@ import (
 type Proxy struct {
 	ln     net.Listener
 	target string
+	// in and out, when set (ProxyTLS), make the proxy a TLS end on both
+	// sides: it accepts TLS with in and dials the target with out, and
+	// handles the frames in between as on a plain link.
+	in, out *tls.Config
 
 	mu     sync.Mutex
 	down   bool
@@ -54,11 +59,27 @@ func (c *Cell) NewProxy(t testing.TB) *Proxy {
 // closed when the test ends.
 func ProxyTo(t testing.TB, target string) *Proxy {
 	t.Helper()
+	return proxyTo(t, target, nil, nil)
+}
+
+// ProxyTLS is ProxyTo for a server with TLS: the proxy accepts TLS with in
+// (the server's certificate, client certificates required) and dials the
+// target with out (the client's certificate, so the server sees the
+// client's principal), and faults the frames in between as ProxyTo's do.
+// Every connection is TLS on both hops: the proxy stands where a network
+// device that holds the client's key would.
+func ProxyTLS(t testing.TB, target string, in, out *tls.Config) *Proxy {
+	t.Helper()
+	return proxyTo(t, target, in, out)
+}
+
+func proxyTo(t testing.TB, target string, in, out *tls.Config) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("cell: proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, lose: map[net.Conn]map[uint64]*ReplyDrop{},
+	p := &Proxy{ln: ln, target: target, in: in, out: out, conns: map[net.Conn]struct{}{}, lose: map[net.Conn]map[uint64]*ReplyDrop{},
 		sent: map[net.Conn]map[uint64]sentReq{}}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -272,6 +293,10 @@ func (p *Proxy) acceptLoop() {
 		if err != nil {
 			cc.Close()
 			continue
+		}
+		if p.in != nil {
+			// The handshakes run on the first reads (upstream, downstream).
+			cc, sc = tls.Server(cc, p.in), tls.Client(sc, p.out)
 		}
 		p.mu.Lock()
 		if p.down || p.closed {

@@ -103,6 +103,17 @@
 // lock-delay + 1 s. TestUnfencedAssignPauseLosesIncrement is its negative
 // control.
 //
+// TLS and ACLs (issue 11): TestNemesisTLS plays the same plan, workloads
+// and checks on a cell whose servers have TLS (cell.DevTLS) and ACLs on.
+// Every client reaches the servers through its own TLS proxies
+// (cell.Cluster.ProxiesAs: a TLS end on both hops, so frame faults and
+// OnReply work as on plain links; raft stays the harness's in-memory
+// transport). The workload clients are the non-admin principal "worker",
+// granted read, write and change-ACL on /ls/local/nemesis by admin
+// (core.Grant); core.Intruder, principal "intruder", tries to read, write
+// and create there every 200 ms during the schedule and must be refused
+// with permission denied each time (and at least once).
+//
 // Running: `go test ./testing/nemesis` plays the short plan (seeds 1, 6,
 // 8, 9 s each: together they draw every kind; TestShortPlanDrawsEveryKind
 // keeps it so) in about 30 s. Environment:

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -57,6 +58,9 @@ type LockWorker struct {
 	// Clock is the lease clock of the worker's sessions (nil: the real
 	// clock). A pause freezes it; on resume it jumps by the pause.
 	Clock *cell.SkewClock
+	// TLS is the worker's client certificate on a cell with TLS (nil:
+	// none); its Proxies must then be TLS ones (cell.Cluster.ProxiesAs).
+	TLS *tls.Config
 
 	smu       sync.Mutex
 	sid       uint64 // the current session (0: none)
@@ -132,6 +136,7 @@ func (w *LockWorker) dial(ctx context.Context) *client.Client {
 	cfg.Servers = cell.ProxyAddrs(w.Proxies)
 	cfg.FixedServers = true
 	cfg.Logger = w.Log
+	cfg.TLS = w.TLS
 	if w.Clock != nil {
 		cfg.Clock = w.Clock
 	}

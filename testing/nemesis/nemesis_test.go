@@ -6,16 +6,17 @@ package nemesis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/fencedstore"
 	"github.com/chubby-dev/chubby/testing/linear"
@@ -54,13 +55,47 @@ func planFromEnv(t *testing.T) core.Plan {
 
 // TestNemesis plays each schedule of the plan on a fresh cell under both
 // workloads and checks their histories.
-func TestNemesis(t *testing.T) {
-	p := planFromEnv(t)
-	t.Logf("nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
+func TestNemesis(t *testing.T) { testNemesis(t, planFromEnv(t), run{}) }
+
+// TestNemesisTLS is TestNemesis on a secure cell (issue 11): mutual TLS on
+// every client link (each client's proxies are TLS ends on both sides,
+// cell.Cluster.ProxiesAs; raft is the harness's in-memory transport) and
+// ACLs on, the workloads' clients the non-admin principal "worker", whom
+// an admin granted read, write and change-ACL on the run's directory (an
+// ACL file acl/nemesis naming it, set on the directory), and an "intruder"
+// refused there throughout (core.Intruder). The schedules, workloads and
+// checks are TestNemesis's, and so is the plan (CHUBBY_NEMESIS_LONG=1 and
+// the other variables of core.PlanFromEnv).
+func TestNemesisTLS(t *testing.T) {
+	testNemesis(t, planFromEnv(t), run{secure: true})
+}
+
+// run is what kind of run a schedule plays.
+type run struct {
+	// elect: the fencing workload's holds are election terms.
+	elect bool
+	// secure: TLS and ACLs on (TestNemesisTLS).
+	secure bool
+}
+
+func (r run) name() string {
+	switch {
+	case r.secure:
+		return "TestNemesisTLS"
+	case r.elect:
+		return "TestNemesisElection"
+	}
+	return "TestNemesis"
+}
+
+// testNemesis plays each schedule of p on a fresh cell.
+func testNemesis(t *testing.T, p core.Plan, r run) {
+	t.Logf("%s plan: %d schedules of %v, seeds %v", r.name(), len(p.Seeds), p.Duration, p.Seeds)
+	ran := map[core.Kind]int{}
 	defer func() {
 		var parts []string
 		for _, k := range core.InProcessKinds {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, kindsRan[k].Load()))
+			parts = append(parts, fmt.Sprintf("%s=%d", k, ran[k]))
 		}
 		t.Logf("nemesis faults injected over the plan: %s", strings.Join(parts, " "))
 	}()
@@ -68,11 +103,13 @@ func TestNemesis(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("FAILED under nemesis seed %d: replay with CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d",
-						seed, seed, int(p.Duration/time.Second))
+					t.Logf("FAILED under nemesis seed %d: replay with CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d go test -run '%s$'",
+						seed, seed, int(p.Duration/time.Second), r.name())
 				}
 			}()
-			runSchedule(t, seed, p.Duration, p.Long, false)
+			for k, n := range runSchedule(t, seed, p.Duration, p.Long, r) {
+				ran[k] += n
+			}
 		})
 	}
 }
@@ -89,27 +126,7 @@ func TestNemesisElection(t *testing.T) {
 	if !p.Long && !p.Explicit {
 		p.Seeds = p.Seeds[:1]
 	}
-	t.Logf("election nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
-	for _, seed := range p.Seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			defer func() {
-				if t.Failed() {
-					t.Logf("FAILED under nemesis seed %d: replay with CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d go test -run TestNemesisElection",
-						seed, seed, int(p.Duration/time.Second))
-				}
-			}()
-			runSchedule(t, seed, p.Duration, p.Long, true)
-		})
-	}
-}
-
-// kindsRan counts the faults injected by kind over the test binary's run.
-var kindsRan = map[core.Kind]*atomic.Int64{}
-
-func init() {
-	for _, k := range core.InProcessKinds {
-		kindsRan[k] = new(atomic.Int64)
-	}
+	testNemesis(t, p, run{elect: true})
 }
 
 const (
@@ -154,26 +171,52 @@ func bounds(dur time.Duration, n int, long bool) core.Bounds {
 // 10 ms); 1.009/0.991 < 1.0182 leaves room for scheduling noise.
 const MaxDrift = 0.009
 
-// runSchedule plays seed's schedule for dur; with elect the fencing
-// workload's holds are election terms.
-func runSchedule(t *testing.T, seed uint64, dur time.Duration, long, elect bool) {
-	c := cell.StartCluster(t, 3, cell.WithSkewClocks())
+// The principals of a secure run (run.secure): the cell's admin, who
+// grants; the workloads' clients; one granted nothing.
+const (
+	adminName    = "admin" // server.DefaultAdmins
+	workerName   = "worker"
+	intruderName = "intruder"
+)
+
+// runSchedule plays seed's schedule for dur as r says and returns the
+// faults it injected.
+func runSchedule(t *testing.T, seed uint64, dur time.Duration, long bool, r run) map[core.Kind]int {
+	opts := []cell.Option{cell.WithSkewClocks()}
+	var tc map[string]*tls.Config // nil: no TLS (then every tc[name] is nil)
+	if r.secure {
+		var files *server.TLSFiles
+		files, tc = cell.DevTLS(t, adminName, workerName, intruderName)
+		opts = append(opts, cell.WithServerConfig(func(_ int, cfg *server.Config) { cfg.TLS = files }))
+	}
+	c := cell.StartCluster(t, 3, opts...)
 	sched := core.NewSchedule(seed, bounds(dur, c.N(), long))
 	t.Log(sched)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	setup := c.Dial(t, client.Config{})
+	setup := c.Dial(t, client.Config{TLS: tc[adminName]})
+	// The workloads' directory: the root on a dev cell; on a secure one a
+	// directory the admin grants the worker, under the root that stays the
+	// admins'.
+	dir := c.Root()
+	if r.secure {
+		dir = c.Path("nemesis")
+		if err := core.Grant(ctx, setup, c.Root(), "nemesis", dir, workerName); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(name string) string { return dir + "/" + name }
 	keys := make([]string, nKeys)
 	for i := range keys {
-		keys[i] = c.Path(fmt.Sprintf("k%d", i))
+		keys[i] = path(fmt.Sprintf("k%d", i))
 		if _, err := setup.WriteFile(ctx, keys[i], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lockPath := c.Path("counter-lock")
-	if elect {
-		lockPath = c.Path("counter-election") // a directory, made by the first campaign
+	lockPath := path("counter-lock")
+	if r.elect {
+		lockPath = path("counter-election") // a directory, made by the first campaign
 	} else if _, err := setup.WriteFile(ctx, lockPath, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +234,10 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long, elect bool)
 		lockClocks[i] = newClock()
 	}
 	regClient := func() core.Handles {
-		cl := c.Dial(t, client.Config{Servers: cell.ProxyAddrs(c.Proxies(t)), FixedServers: true, Clock: newClock()})
+		cl := c.Dial(t, client.Config{Servers: cell.ProxyAddrs(c.ProxiesAs(t, tc[workerName])), FixedServers: true, Clock: newClock(), TLS: tc[workerName]})
+		if r.secure && cl.Session().Principal != workerName {
+			t.Fatalf("a register client's principal is %q, want %s", cl.Session().Principal, workerName)
+		}
 		hs := make(core.Handles, len(keys))
 		for i, k := range keys {
 			h, err := cl.Open(ctx, k)
@@ -246,23 +292,44 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long, elect bool)
 	}
 
 	store := core.NewCounterStore(true, rec.Now)
-	workers, pausers := startLockWorkers(t, c, lockPath, elect, store, events, lockClocks, seed, runCtx, &wg)
+	workers, pausers := startLockWorkers(t, c, lockPath, r.elect, tc[workerName], store, events, lockClocks, seed, runCtx, &wg)
+
+	// The ACL probe of a secure run, through proxies of its own (paused
+	// with their servers; no fault aims at them).
+	var intruder *core.Intruder
+	if r.secure {
+		addrs := cell.ProxyAddrs(c.ProxiesAs(t, tc[intruderName]))
+		intruder = &core.Intruder{Read: keys[0], Create: path("intruder"), Every: 200 * time.Millisecond,
+			Dial: func(ctx context.Context) (*client.Client, error) {
+				return client.Dial(ctx, client.Config{Servers: addrs, FixedServers: true, TLS: tc[intruderName], Logger: c.Logger().Named("intruder")})
+			}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			intruder.Run(runCtx)
+		}()
+	}
 
 	start := time.Now()
 	tally := (&Target{T: t, Cluster: c, Holders: pausers, Clocks: clocks}).Run(sched, rec)
 	wait.Sleep(context.Background(), time.Until(start.Add(dur))) // pacing: the healed cell runs to the end of the schedule
 	stopAll()
 	t.Logf("seed %d: faults: %s", seed, tally)
-	for k, n := range tally.Ran {
-		kindsRan[k].Add(int64(n))
-	}
 	_ = workers
 
 	// Liveness after the schedule: the healed cell serves a write.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
-	if _, err := c.Dial(t, client.Config{}).WriteFile(ctx2, c.Path("after"), []byte("ok")); err != nil {
+	if _, err := c.Dial(t, client.Config{TLS: tc[adminName]}).WriteFile(ctx2, c.Path("after"), []byte("ok")); err != nil {
 		t.Errorf("seed %d: the healed cell did not serve a write: %v", seed, err)
+	}
+
+	// The ACLs were on throughout.
+	if intruder != nil {
+		t.Logf("seed %d intruder: %s", seed, intruder)
+		for _, v := range intruder.Check() {
+			t.Errorf("seed %d: ACLs: %s", seed, v)
+		}
 	}
 
 	// The fencing workload.
@@ -291,16 +358,18 @@ func runSchedule(t *testing.T, seed uint64, dur time.Duration, long, elect bool)
 		t.Errorf("seed %d: %d register clients lost their session, though no fault lasts their TTL + grace (57 s)", seed, n)
 	}
 	linear.Check(t, core.CASRegisterModel, rec.History(), rec.Annotations()...)
+	return tally.Ran
 }
 
 // startLockWorkers starts nLockClients lock workers of the fencing
-// workload on c, each through its own proxies, until ctx is done.
-func startLockWorkers(t *testing.T, c *cell.Cluster, lockPath string, elect bool, store *fencedstore.Store, events *core.EventLog,
+// workload on c, each through its own proxies and with TLS configuration
+// tc (nil: none), until ctx is done.
+func startLockWorkers(t *testing.T, c *cell.Cluster, lockPath string, elect bool, tc *tls.Config, store *fencedstore.Store, events *core.EventLog,
 	clocks []*cell.SkewClock, seed uint64, ctx context.Context, wg *sync.WaitGroup) ([]*LockWorker, []Pauser) {
 	workers := make([]*LockWorker, nLockClients)
 	pausers := make([]Pauser, nLockClients)
 	for i := range workers {
-		workers[i] = &LockWorker{ID: i, Path: lockPath, Proxies: c.Proxies(t), Log: c.Logger().Named(fmt.Sprintf("lockclient%d", i)),
+		workers[i] = &LockWorker{ID: i, Path: lockPath, Proxies: c.ProxiesAs(t, tc), TLS: tc, Log: c.Logger().Named(fmt.Sprintf("lockclient%d", i)),
 			Store: store, Events: events, Clock: clocks[i], Election: elect}
 		pausers[i] = workers[i]
 		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
@@ -348,7 +417,7 @@ func TestUnfencedPauseLosesIncrement(t *testing.T) {
 	for i := range clocks {
 		clocks[i] = cell.NewSkewClock(time.Now())
 	}
-	_, pausers := startLockWorkers(t, c, lockPath, false, store, events, clocks, 0, runCtx, &wg)
+	_, pausers := startLockWorkers(t, c, lockPath, false, nil, store, events, clocks, 0, runCtx, &wg)
 	sched := core.Schedule{Steps: []core.Step{{At: 300 * time.Millisecond, Kind: core.PauseClient, Target: 0, Hold: LockPause}}}
 	(&Target{T: t, Cluster: c, Holders: pausers}).Run(sched, rec)
 	wait.Sleep(context.Background(), 500*time.Millisecond) // pacing: the woken holder writes, the others go on

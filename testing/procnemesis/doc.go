@@ -139,6 +139,18 @@
 // writes porcupine's visualization (with the faults as annotations) and
 // logs the window around the first operation it could not linearize.
 //
+// # TLS and ACLs
+//
+// TestProcNemesisTLS (issue 11) plays the same plan, workloads and checks
+// on a secure cell: a PKI made with `chubbyd tls ca create`, `tls cert
+// create` (servers n1..n3; clients admin, worker, intruder) and `chubbyd
+// keygen`; every server with -tls-ca/-tls-cert/-tls-key and
+// -gossip-key-file, so client RPC, raft (through the same proxies, which
+// carry TLS bytes) and HTTP are mutual TLS. The register sessions, the
+// durability log and the lock-worker processes are principal "worker",
+// granted /ls/local/nemesis by admin (core.Grant); core.Intruder must be
+// refused with permission denied there throughout the schedule.
+//
 // # Running
 //
 // `go test ./testing/procnemesis` plays the short plan: seeds 17 and 19,

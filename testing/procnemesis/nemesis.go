@@ -1,6 +1,7 @@
 package procnemesis
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,9 +25,13 @@ type Target struct {
 	Nodes   []*proc.Server // index i is server n<i+1>, as in Net
 	Net     *Net
 	Workers []*WorkerProc
+	// TLS, on a cell with TLS, is the certificate the target asks the
+	// servers' HTTPS /status with (nil: plain HTTP).
+	TLS *tls.Config
 
 	busy  []string // per server: the fault holding it ("" free)
 	wbusy []bool   // per worker: paused
+	http  *http.Client
 }
 
 // masterWait bounds how long the target waits to see a master before a
@@ -39,6 +44,11 @@ const masterWait = 2 * time.Second
 func (r *Target) Run(s core.Schedule, notes core.Noter) core.Tally {
 	r.busy = make([]string, len(r.Nodes))
 	r.wbusy = make([]bool, len(r.Workers))
+	r.http = &http.Client{Timeout: 500 * time.Millisecond}
+	if r.TLS != nil {
+		r.http.Transport = &http.Transport{TLSClientConfig: r.TLS}
+		defer r.http.CloseIdleConnections()
+	}
 	return core.Run(r.T, r, s, notes)
 }
 
@@ -259,7 +269,7 @@ func (r *Target) masterNow() int {
 		Master bool   `json:"master"`
 		Epoch  uint64 `json:"epoch"`
 	}
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	hc := r.http
 	sts := make([]status, len(r.Nodes))
 	var wg sync.WaitGroup
 	for i, s := range r.Nodes {
@@ -269,7 +279,7 @@ func (r *Target) masterNow() int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := hc.Get("http://" + s.HTTPAddr + "/status")
+			resp, err := hc.Get(s.URL("/status"))
 			if err != nil {
 				return
 			}

@@ -10,6 +10,7 @@ package procnemesis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -94,20 +95,39 @@ var (
 
 // TestProcNemesis plays each schedule of the plan on a fresh cell of
 // chubbyd processes under both workloads and checks their histories.
-func TestProcNemesis(t *testing.T) {
+func TestProcNemesis(t *testing.T) { testProcNemesis(t, false) }
+
+// TestProcNemesisTLS is TestProcNemesis on a secure cell (issue 11): every
+// link mutual TLS — client RPC, raft (through the same proxies:
+// netproxy carries the TLS bytes), HTTP — with certificates from
+// `chubbyd tls`, gossip encrypted with a `chubbyd keygen` key, ACLs on.
+// The workloads' clients (register sessions and lock-worker processes)
+// are the non-admin principal "worker", whom admin grants read, write and
+// change-ACL on the run's directory /ls/local/nemesis (core.Grant: an ACL
+// file acl/nemesis naming it, set on the directory); an "intruder" must be
+// refused there throughout (core.Intruder). The schedules, workloads,
+// checks and plan are TestProcNemesis's.
+func TestProcNemesisTLS(t *testing.T) { testProcNemesis(t, true) }
+
+func testProcNemesis(t *testing.T, secure bool) {
+	name := map[bool]string{false: "TestProcNemesis", true: "TestProcNemesisTLS"}[secure]
 	p := planFromEnv(t)
-	t.Logf("process nemesis plan: %d schedules of %v, seeds %v", len(p.Seeds), p.Duration, p.Seeds)
+	t.Logf("%s plan: %d schedules of %v, seeds %v", name, len(p.Seeds), p.Duration, p.Seeds)
 	start := time.Now()
 	injected := map[core.Kind]int{}
 	for _, seed := range p.Seeds {
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("FAILED under process nemesis seed %d: replay with\n  CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d%s go test -count=1 -run TestProcNemesis -v ./testing/procnemesis",
-						seed, seed, int(p.Duration/time.Second), map[bool]string{true: " CHUBBY_NEMESIS_LONG=1", false: ""}[p.Long])
+					t.Logf("FAILED under process nemesis seed %d: replay with\n  CHUBBY_NEMESIS_SEED=%d CHUBBY_NEMESIS_SECONDS=%d%s go test -count=1 -run '%s$' -v ./testing/procnemesis",
+						seed, seed, int(p.Duration/time.Second), map[bool]string{true: " CHUBBY_NEMESIS_LONG=1", false: ""}[p.Long], name)
 				}
 			}()
-			for k, n := range runSchedule(t, seed, p) {
+			var pk *PKI
+			if secure {
+				pk = NewPKI(t, nServers)
+			}
+			for k, n := range runSchedule(t, seed, p, pk) {
 				injected[k] += n
 			}
 		})
@@ -159,8 +179,9 @@ func serverIndex(s *proc.Server) int {
 // nt: server i reaches server j's raft transport only through the link
 // nt.Raft[i][j] (-raft-route). Gossip (memberlist) is not proxied: it only
 // finds the servers at the first start and shows their state; raft alone
-// decides the master, what commits and when sessions expire.
-func startCell(t *testing.T, nt *Net) (*proc.Cell, []*proc.Server) {
+// decides the master, what commits and when sessions expire. With pk
+// every link is TLS and gossip encrypted (PKI.cellOptions).
+func startCell(t *testing.T, nt *Net, pk *PKI) (*proc.Cell, []*proc.Server) {
 	opts := proc.CellOptions{LogLevel: "info", ServerArgs: func(s *proc.Server, all []*proc.Server) []string {
 		addrs := make([]string, nServers)
 		for _, o := range all {
@@ -176,6 +197,9 @@ func startCell(t *testing.T, nt *Net) (*proc.Cell, []*proc.Server) {
 		}
 		return []string{"-raft-route", strings.Join(routes, ",")}
 	}}
+	if pk != nil {
+		opts = pk.cellOptions(t, opts)
+	}
 	c := proc.StartCell(t, nServers, opts)
 	servers := c.Servers()
 	sort.Slice(servers, func(i, j int) bool { return serverIndex(servers[i]) < serverIndex(servers[j]) })
@@ -193,7 +217,9 @@ func startCell(t *testing.T, nt *Net) (*proc.Cell, []*proc.Server) {
 	return c, servers
 }
 
-func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
+// runSchedule plays seed's schedule on a fresh cell, with TLS and ACLs if
+// pk is set, and returns the faults it injected.
+func runSchedule(t *testing.T, seed uint64, p plan, pk *PKI) map[core.Kind]int {
 	began := time.Now()
 	sched := core.NewSchedule(seed, p.bounds())
 	t.Log(sched)
@@ -203,7 +229,14 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 		t.Fatal(err)
 	}
 	t.Cleanup(nt.Close)
-	c, servers := startCell(t, nt)
+	c, servers := startCell(t, nt, pk)
+	// The clients' TLS configurations by principal (nil without TLS).
+	tc := map[string]*tls.Config{}
+	if pk != nil {
+		for _, name := range []string{adminName, workerName, intruderName} {
+			tc[name] = pk.TLS(t, name)
+		}
+	}
 	rpcAddrs := make([]string, nServers)
 	for i, s := range servers {
 		rpcAddrs[i] = s.RPCAddr
@@ -217,18 +250,28 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 	// The namespace the workloads use, made directly (no proxy).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	setup, err := client.Dial(ctx, client.Config{Servers: rpcAddrs})
+	setup, err := client.Dial(ctx, client.Config{Servers: rpcAddrs, TLS: tc[adminName]})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The workloads' directory: the root on a dev cell; on a secure one a
+	// directory admin grants the worker, under the root that stays the
+	// admins'.
+	dir := "/ls/local"
+	if pk != nil {
+		dir = "/ls/local/nemesis"
+		if err := core.Grant(ctx, setup, "/ls/local", "nemesis", dir, workerName); err != nil {
+			t.Fatal(err)
+		}
+	}
 	keys := make([]string, nKeys)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("/ls/local/k%d", i)
+		keys[i] = fmt.Sprintf("%s/k%d", dir, i)
 		if _, err := setup.WriteFile(ctx, keys[i], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const lockPath, durDir, fencedPath = "/ls/local/counter-lock", "/ls/local/durable", "/ls/local/fenced"
+	lockPath, durDir, fencedPath := dir+"/counter-lock", dir+"/durable", dir+"/fenced"
 	for _, p := range []string{lockPath, fencedPath} {
 		if _, err := setup.WriteFile(ctx, p, nil); err != nil {
 			t.Fatal(err)
@@ -265,7 +308,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 			t.Fatal(err)
 		}
 		cfg := regConfig
-		cfg.Servers = addrs
+		cfg.Servers, cfg.TLS = addrs, tc[workerName]
 		s := NewSess(name, cfg, regs.Keys)
 		sessions = append(sessions, s)
 		if i > 0 {
@@ -289,7 +332,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 		t.Fatal(err)
 	}
 	durCfg := regConfig
-	durCfg.Servers = durAddrs
+	durCfg.Servers, durCfg.TLS = durAddrs, tc[workerName]
 	durSess := NewSess("dur", durCfg, nil)
 	sessions = append(sessions, durSess)
 	dur := &DurableLog{Dir: durDir}
@@ -307,7 +350,24 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 		}
 		cfg := lockConfig
 		cfg.ID, cfg.Servers, cfg.Store, cfg.Lock, cfg.Seed, cfg.Fenced = i, addrs, store.URL(), lockPath, seed, fencedPath
+		if pk != nil {
+			cfg.TLSDir, cfg.TLSName = pk.Dir, workerName
+		}
 		workers[i] = StartWorker(t, cfg)
+	}
+	// The ACL probe of a secure run, straight to the servers (no fault
+	// aims at it).
+	var intruder *core.Intruder
+	if pk != nil {
+		intruder = &core.Intruder{Read: keys[0], Create: dir + "/intruder", Every: 200 * time.Millisecond,
+			Dial: func(ctx context.Context) (*client.Client, error) {
+				return client.Dial(ctx, client.Config{Servers: rpcAddrs, TLS: tc[intruderName]})
+			}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			intruder.Run(runCtx)
+		}()
 	}
 	stopWorkers := func() {
 		for _, w := range workers {
@@ -328,6 +388,9 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 
 	// The schedule.
 	r := &Target{T: t, Nodes: servers, Net: nt, Workers: workers}
+	if pk != nil {
+		r.TLS = pk.HTTPS(t, adminName)
+	}
 	schedStart := time.Now()
 	tally := r.Run(sched, h)
 	healedAt, healedMono := h.Now(), MonoNow()
@@ -340,7 +403,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 	func() {
 		ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
 		defer cancel()
-		cl, err := client.Dial(ctx, client.Config{Servers: rpcAddrs})
+		cl, err := client.Dial(ctx, client.Config{Servers: rpcAddrs, TLS: tc[adminName]})
 		if err == nil {
 			_, err = cl.WriteFile(ctx, "/ls/local/after", []byte("healed"))
 			cl.Close()
@@ -384,7 +447,7 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 	func() {
 		ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
 		defer cancel()
-		cl, err := client.Dial(ctx, client.Config{Servers: rpcAddrs, DisableCache: true})
+		cl, err := client.Dial(ctx, client.Config{Servers: rpcAddrs, DisableCache: true, TLS: tc[adminName]})
 		if err != nil {
 			t.Fatalf("final reads: %v", err)
 		}
@@ -415,6 +478,14 @@ func runSchedule(t *testing.T, seed uint64, p plan) map[core.Kind]int {
 			found[p] = v
 		}
 	}()
+
+	// The ACLs were on throughout.
+	if intruder != nil {
+		t.Logf("seed %d intruder: %s", seed, intruder)
+		for _, v := range intruder.Check() {
+			t.Errorf("seed %d: ACLs: %s", seed, v)
+		}
+	}
 
 	// Fencing.
 	var events []core.Event

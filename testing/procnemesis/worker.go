@@ -2,6 +2,7 @@ package procnemesis
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/internal/devca"
 	"github.com/chubby-dev/chubby/testing/fencedstore"
 	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/wait"
@@ -46,6 +48,11 @@ type WorkerConfig struct {
 	// sequencer (client.WithSequencer: the cell commits it only if the
 	// sequencer is still valid then).
 	Fenced string `json:"fenced,omitempty"`
+	// TLSDir and TLSName, on a cell with TLS: the worker's certificate is
+	// TLSDir/TLSName.pem (key TLSName-key.pem), of the CA TLSDir/ca.pem
+	// (a PKI's directory); its principal is TLSName.
+	TLSDir  string `json:"tls_dir,omitempty"`
+	TLSName string `json:"tls_name,omitempty"`
 }
 
 // RunWorkerIfAsked runs a lock-client worker and exits the process if
@@ -75,6 +82,7 @@ type worker struct {
 	log   hclog.Logger
 	cycle *core.LockCycle
 
+	tls       *tls.Config // nil: plain TCP
 	cl        *client.Client
 	h         *client.Handle
 	lastAlive int64 // call time of the last successful call that needed the current session alive
@@ -105,6 +113,14 @@ func runWorker(cfg WorkerConfig, stdin io.Reader, stdout io.Writer) int {
 		w.cycle.BeforeWrite = func(seq client.Sequencer, sid uint64, hold, value int) {
 			w.cellWrite(seq, sid, hold, fmt.Sprintf("w%d-h%d-v%d", cfg.ID, hold, value), true)
 		}
+	}
+	if cfg.TLSDir != "" {
+		tc, err := devca.TLSConfig(cfg.TLSDir, cfg.TLSName)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker: TLS: %v\n", err)
+			return 2
+		}
+		w.tls = tc
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	go func() {
@@ -150,7 +166,7 @@ func (w *worker) session(ctx context.Context) bool {
 	}
 	if w.cl == nil {
 		cfg := client.Config{Servers: w.cfg.Servers, FixedServers: true, SessionTTL: w.cfg.TTL, Grace: w.cfg.Grace,
-			LockDelay: w.cfg.LockDelay, Logger: w.log}
+			LockDelay: w.cfg.LockDelay, Logger: w.log, TLS: w.tls}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		call := MonoNow()
 		cl, err := client.Dial(dctx, cfg)
