@@ -101,7 +101,7 @@ func (c *conn) send(resp *wire.Response) {
 // lock grant parks (call.park) and stops counting as running, so blocked
 // Acquires never hold up the connection's other calls.
 const (
-	maxRunning = 64
+	maxRunning = 16
 	maxQueued  = 1024
 )
 

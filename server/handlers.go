@@ -132,9 +132,7 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	if s.leases.check(res.Session) != nil {
-		s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret, c.c.principal)
-	}
+	s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret, c.c.principal)
 	s.metrics.created.Inc()
 	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret, Principal: c.c.principal}, nil
 }

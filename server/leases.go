@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,8 @@ type leaseTable struct {
 
 	mu sync.Mutex
 	m  map[uint64]*lease
+	// size is len(m), readable without the lock.
+	size atomic.Int64
 	// owners counts the leases by principal (MaxSessionsPerPrincipal).
 	owners map[string]int
 	// nUnflushed counts the leases with an open unflushed channel.
@@ -137,7 +140,7 @@ func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 		t.m[si.ID].unflushed = make(chan struct{})
 		t.nUnflushed++
 	}
-	t.metrics.sessions.Set(float64(len(t.m)))
+	t.sizedLocked()
 	t.mu.Unlock()
 	answerAll(parked, nil, wire.ErrNotMaster)
 }
@@ -148,7 +151,7 @@ func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 func (t *leaseTable) Demote() {
 	t.mu.Lock()
 	parked := t.clearLocked()
-	t.metrics.sessions.Set(0)
+	t.sizedLocked()
 	t.mu.Unlock()
 	answerAll(parked, nil, wire.ErrNotMaster)
 }
@@ -168,19 +171,26 @@ func (t *leaseTable) TakeExpired() []uint64 {
 	return out
 }
 
-// count is how many sessions have a lease here.
-func (t *leaseTable) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
+// count is how many sessions have a lease here. It takes no lock: every
+// CreateSession asks, and a flood of them contended for the table's lock.
+func (t *leaseTable) count() int { return int(t.size.Load()) }
+
+// sizedLocked publishes the number of leases after a change (t.mu held).
+func (t *leaseTable) sizedLocked() {
+	t.size.Store(int64(len(t.m)))
+	t.metrics.sessions.Set(float64(len(t.m)))
 }
 
-// add grants a new session its first lease.
+// add grants a new session its first lease, unless it has one already (a
+// retried CreateSession answered from the replicated state).
 func (t *leaseTable) add(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.m[id]; ok {
+		return
+	}
 	t.addLocked(now, id, ttl, secret, owner)
-	t.metrics.sessions.Set(float64(len(t.m)))
+	t.sizedLocked()
 }
 
 func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secret []byte, owner string) {
@@ -250,7 +260,7 @@ func (t *leaseTable) remove(id uint64) {
 		p.timer.Stop()
 	}
 	t.deleteLocked(id)
-	t.metrics.sessions.Set(float64(len(t.m)))
+	t.sizedLocked()
 	t.mu.Unlock()
 	if p != nil {
 		p.c.reply(p.reqID, nil, fs.ErrSessionExpired)
