@@ -18,11 +18,11 @@ import (
 // a held lock, open sessions; a small snapshot threshold, so each log is
 // compacted and starts past index 1) is moved to raft-wal one server at a
 // time: each is stopped, restarted with -raft-log wal (its bolt log
-// migrated at start) and caught up while the others keep serving. Then
-// every file, the lock and every session are there; a server kept down
-// while the log is compacted past it catches up by snapshot onto its wal
-// (raft-wal refuses a gap: raft must clear the log after installing the
-// snapshot); and going back to bolt is refused.
+// migrated at start) and caught up while the others keep serving. The
+// first one moved is then kept down while the log is compacted past it and
+// catches up by snapshot onto its wal (raft-wal refuses a gap: raft must
+// clear the log after installing the snapshot). At the end every file, the
+// lock and every session are there, and going back to bolt is refused.
 func TestRaftLogMigratesToWAL(t *testing.T) {
 	t.Parallel()
 	c := cell.StartCluster(t, 3, cell.WithServerConfig(func(i int, cfg *server.Config) {
@@ -49,34 +49,43 @@ func TestRaftLogMigratesToWAL(t *testing.T) {
 	write(0, 200)
 	sessions := c.Server(c.Master(t)).Status().Sessions
 
-	for i := 0; i < c.N(); i++ {
+	toWAL := func(i int) {
+		t.Helper()
 		c.Stop(t, i)
 		c.Reconfigure(t, i, func(cfg *server.Config) { cfg.RaftLog = server.RaftLogWAL })
 		c.Restart(t, i)
-		dir := c.DataDir(i)
 		for _, f := range []string{"wal", "raft.db.migrated"} {
-			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			if _, err := os.Stat(filepath.Join(c.DataDir(i), f)); err != nil {
 				t.Fatalf("node%d after restart with wal: %v", i, err)
 			}
 		}
 		m := c.WaitMaster(t, nil)
-		write(200+10*i, 210+10*i) // the cell serves writes between the steps
+		write(len(want), len(want)+10) // the cell serves writes between the steps
 		c.WaitCaughtUp(t, m)
 	}
 
-	// A wal server kept down while the log is compacted past it.
+	// A follower moves first; then it is kept down while the (bolt) master
+	// compacts its log past it, so it must be sent a snapshot onto its wal.
+	// (A wal master would not do: raft-wal still serves entries below its
+	// first index while their 64 MiB segment lives, and sends those.)
 	m := c.WaitMaster(t, nil)
 	lag := (m + 1) % c.N()
+	toWAL(lag)
 	lagLast := c.Server(lag).Status().LastLogIndex
 	c.Stop(t, lag)
-	write(300, 500)
+	write(len(want), len(want)+1100) // past the master's in-memory cache of 1024 entries too
 	wait.For(t, 20*time.Second, "the master's log compacted past the stopped server", func() bool {
 		return c.Server(m).Status().FirstLog > lagLast+1
 	})
 	c.Restart(t, lag)
 	c.WaitCaughtUp(t, m)
-	write(500, 520) // appends after the snapshot land on every wal
+	write(len(want), len(want)+10) // appends after the snapshot land on its wal
 
+	for i := 0; i < c.N(); i++ {
+		if i != lag {
+			toWAL(i)
+		}
+	}
 	m = c.WaitMaster(t, nil)
 	c.WaitCaughtUp(t, m)
 	reader := c.Dial(t, client.Config{})
