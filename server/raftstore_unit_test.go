@@ -235,3 +235,37 @@ func TestWALNoSync(t *testing.T) {
 		t.Errorf("entry 2 = %q", l.Data)
 	}
 }
+
+// TestConfigRaftLog: Validate accepts bolt, wal and "" (bolt) and names an
+// unknown store.
+func TestConfigRaftLog(t *testing.T) {
+	for _, kind := range []string{"", RaftLogBolt, RaftLogWAL} {
+		cfg := DefaultConfig()
+		cfg.RaftLog = kind
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("raft-log %q: %v", kind, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.RaftLog = "lsm"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `raft-log "lsm"`) {
+		t.Errorf("raft-log lsm: %v, want an error naming it", err)
+	}
+}
+
+// TestTimedLogStoreMonotonic: the timing wrapper reports the base store's
+// raft.MonotonicLogStore answer, so raft clears a wal's log after
+// installing a snapshot instead of leaving a gap raft-wal refuses.
+func TestTimedLogStoreMonotonic(t *testing.T) {
+	w := openWALStore(t, t.TempDir())
+	defer w.Close()
+	if !isMonotonic(w) || !(timedLogStore{LogStore: w, monotonic: isMonotonic(w)}).IsMonotonic() {
+		t.Error("wal store not reported monotonic")
+	}
+	b, _, err := openRaftStores(t.TempDir(), RaftLogBolt, true, hclog.NewNullLogger())
+	must(t, err)
+	defer b.Close()
+	if isMonotonic(b) {
+		t.Error("bolt store reported monotonic")
+	}
+}
