@@ -118,7 +118,7 @@ func RestoreDataDir(dataDir, nodeID, raftAddr string, st *fs.State) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	store, snaps, err := openRaftStores(dataDir, false, hclog.NewNullLogger())
+	store, snaps, err := openRaftStores(dataDir, RaftLogBolt, false, hclog.NewNullLogger())
 	if err != nil {
 		return err
 	}

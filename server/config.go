@@ -84,6 +84,12 @@ type Config struct {
 	// SnapshotInterval is how often raft checks the threshold (randomised
 	// up to 2x).
 	SnapshotInterval time.Duration
+	// RaftLog is the raft log and stable store: RaftLogBolt (DATA/raft.db,
+	// the default; "" means it too) or RaftLogWAL (DATA/wal/). A data
+	// directory with a bolt log started with wal is migrated at start and
+	// its raft.db kept as raft.db.migrated; one with a wal log is refused
+	// with bolt.
+	RaftLog string
 	// NoSync turns fsync of the raft log off. Only for tests that measure
 	// something else; never set by chubbyd.
 	NoSync bool
@@ -172,6 +178,7 @@ func DefaultConfig() Config {
 		MaxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
 		CreateSessionRate:       DefaultCreateSessionRate,
 		MaxFrameMemory:          DefaultMaxFrameMemory,
+		RaftLog:                 RaftLogBolt,
 		SnapshotThreshold:       8192,
 		TrailingLogs:            10240,
 		SnapshotInterval:        30 * time.Second,
@@ -216,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TLSPollInterval < 0 {
 		errs = append(errs, fmt.Errorf("tls-poll-interval %v: must not be negative (0: the files are not watched)", c.TLSPollInterval))
+	}
+	if c.RaftLog != "" && c.RaftLog != RaftLogBolt && c.RaftLog != RaftLogWAL {
+		errs = append(errs, fmt.Errorf("raft-log %q: want %q or %q", c.RaftLog, RaftLogBolt, RaftLogWAL))
 	}
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: must be at least 1", c.BootstrapExpect))

@@ -36,7 +36,8 @@
 //
 //	server.go        the Server type, New, Start, Close and accessors
 //	config.go        Config, DefaultConfig, Validate, Peer
-//	raft.go          raft wiring: bolt log and stable store, snapshots, transport, routes, bootstrap
+//	raft.go          raft wiring: log and stable store, snapshots, transport, routes, bootstrap
+//	raftstore.go     the raft log stores (-raft-log bolt|wal), the bolt → wal migration at start
 //	master.go        the leadership loop: establish and revoke master, epochs, session expiry
 //	leases.go        the lease table: Promote/Demote, the due heap and its timer, expired ids out-queue, stall credit
 //	keepalive.go     the KeepAlive long poll and what its replies carry: invalidations, events,

@@ -8,11 +8,14 @@ import (
 )
 
 // timedLogStore is a raft.LogStore that times every write of log entries:
-// with fsync on, that is the disk's fsync latency plus bbolt's own work
-// (chubby_raft_log_store_seconds). Reads pass through.
+// with fsync on, that is the disk's fsync latency plus the store's own work,
+// bbolt's or raft-wal's (chubby_raft_log_store_seconds). Reads pass through,
+// and so does raft.MonotonicLogStore: raft-wal refuses a gap in the log, so
+// raft must know to clear it after installing a snapshot.
 type timedLogStore struct {
 	raft.LogStore
-	observe prometheus.Observer
+	observe   prometheus.Observer
+	monotonic bool
 }
 
 func (t timedLogStore) StoreLog(l *raft.Log) error {
@@ -27,4 +30,15 @@ func (t timedLogStore) StoreLogs(logs []*raft.Log) error {
 	err := t.LogStore.StoreLogs(logs)
 	t.observe.Observe(time.Since(start).Seconds())
 	return err
+}
+
+// IsMonotonic is the raft.MonotonicLogStore answer of the store under every
+// wrapper (raft-wal: true; bolt: false), so a test's WrapLogStore need not
+// forward it.
+func (t timedLogStore) IsMonotonic() bool { return t.monotonic }
+
+// isMonotonic reports whether s is a raft.MonotonicLogStore that says so.
+func isMonotonic(s raft.LogStore) bool {
+	m, ok := s.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }

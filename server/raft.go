@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sort"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/chubby-dev/chubby/fs"
 )
@@ -35,7 +32,7 @@ func (s *Server) startRaft() error {
 	s.notifyCh = make(chan bool, 16)
 	rc.NotifyCh = s.notifyCh
 
-	store, snaps, err := openRaftStores(s.cfg.DataDir, s.cfg.NoSync, rlog)
+	store, snaps, err := openRaftStores(s.cfg.DataDir, s.cfg.RaftLog, s.cfg.NoSync, rlog)
 	if err != nil {
 		return err
 	}
@@ -44,7 +41,7 @@ func (s *Server) startRaft() error {
 	if s.cfg.WrapLogStore != nil {
 		logStore = s.cfg.WrapLogStore(store)
 	}
-	logStore = timedLogStore{LogStore: logStore, observe: s.metrics.logStore}
+	logStore = timedLogStore{LogStore: logStore, observe: s.metrics.logStore, monotonic: isMonotonic(store)}
 	logs, err := raft.NewLogCache(1024, logStore)
 	if err != nil {
 		store.Close()
@@ -99,22 +96,6 @@ func (s *Server) startRaft() error {
 	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
 	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
 	return nil
-}
-
-// openRaftStores opens a data directory's raft stores: the log and stable
-// store (bbolt, raft.db) and the snapshot store (two snapshots kept). The
-// server and RestoreDataDir share it, so both agree on the layout.
-func openRaftStores(dataDir string, noSync bool, log hclog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"), NoSync: noSync})
-	if err != nil {
-		return nil, nil, fmt.Errorf("open raft log in %s: %w", dataDir, err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, log)
-	if err != nil {
-		store.Close()
-		return nil, nil, fmt.Errorf("snapshot store in %s: %w", dataDir, err)
-	}
-	return store, snaps, nil
 }
 
 func closeTransport(t raft.Transport) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/chubby-dev/chubby/fs"
@@ -43,7 +42,7 @@ type Server struct {
 
 	fsm       *fsm
 	raft      *raft.Raft
-	store     *raftboltdb.BoltStore
+	store     raftStore
 	transport raft.Transport
 	members   *membership
 	existing  bool // raft had state on disk at start

@@ -43,6 +43,7 @@ func run(args []string) int {
 	logLevel := fl.String("log-level", "info", "trace, debug, info, warn or error")
 	logJSON := fl.Bool("log-json", false, "log one JSON object a line instead of text")
 	fl.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go profiles at /debug/pprof/ on -http-addr")
+	fl.StringVar(&cfg.RaftLog, "raft-log", cfg.RaftLog, `raft log store: "bolt" (DATA/raft.db) or "wal" (DATA/wal/, raft-wal; a bolt log is migrated at start)`)
 	fl.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft log entries between snapshots (log compaction)")
 	fl.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft log entries kept behind a snapshot")
 	fl.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "client connections served at once; more are refused with resource_exhausted")

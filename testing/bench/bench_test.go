@@ -52,8 +52,8 @@ func benchServer(b *testing.B, id, rpc, raftAddr string, peers []server.Peer, mo
 }
 
 // startCell starts a one-server cell with fsync on and returns its RPC address.
-func startCell(b *testing.B) string {
-	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil)
+func startCell(b *testing.B, mods ...func(*server.Config)) string {
+	s := benchServer(b, "bench", freeAddr(b), freeAddr(b), nil, mods...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.WaitMaster(ctx); err != nil {
@@ -194,12 +194,24 @@ func acquireReleaseBy(b *testing.B, clients []*client.Client) {
 	})
 }
 
-// BenchmarkAcquireRelease: cycles on a one-server cell.
+// raftLogs are the raft log stores the write benchmarks run on, side by
+// side (store=bolt, store=wal): -raft-log.
+var raftLogs = []string{server.RaftLogBolt, server.RaftLogWAL}
+
+// withRaftLog sets the raft log store of a benchmark's servers.
+func withRaftLog(kind string) func(*server.Config) {
+	return func(cfg *server.Config) { cfg.RaftLog = kind }
+}
+
+// BenchmarkAcquireRelease: cycles on a one-server cell, on each raft log
+// store.
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			acquireRelease(b, []string{startCell(b)}, n)
-		})
+		for _, store := range raftLogs {
+			b.Run(fmt.Sprintf("sessions=%d/store=%s", n, store), func(b *testing.B) {
+				acquireRelease(b, []string{startCell(b, withRaftLog(store))}, n)
+			})
+		}
 	}
 }
 
@@ -286,9 +298,14 @@ func handoffs(b *testing.B, take, give [2]func() error) {
 }
 
 // BenchmarkSetContents: durable 100-byte writes from one client, one at a
-// time; each waits for its raft commit and fsync.
+// time; each waits for its raft commit and fsync; on each raft log store.
 func BenchmarkSetContents(b *testing.B) {
-	addr := startCell(b)
+	for _, store := range raftLogs {
+		b.Run("store="+store, func(b *testing.B) { setContents(b, startCell(b, withRaftLog(store))) })
+	}
+}
+
+func setContents(b *testing.B, addr string) {
 	c := dial(b, addr, 1)[0]
 	ctx := context.Background()
 	h, err := c.Open(ctx, "/ls/local/file", client.Create())

@@ -287,6 +287,20 @@ func (c *Cell) Resume(t testing.TB) {
 	}
 }
 
+// Reconfigure changes the server's configuration for the next Resume (for
+// example its raft log store); call it between Stop and Resume. Its
+// addresses and data dir stay the harness's.
+func (c *Cell) Reconfigure(t testing.TB, fn func(cfg *server.Config)) {
+	t.Helper()
+	if c.Server() != nil {
+		t.Fatalf("cell: Reconfigure while the server is running")
+	}
+	cfg := c.cfg
+	fn(&cfg)
+	cfg.DataDir, cfg.RPCAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.HTTPAddr = c.cfg.DataDir, c.cfg.RPCAddr, c.cfg.RaftAddr, c.cfg.GossipAddr, c.cfg.HTTPAddr
+	c.cfg = cfg
+}
+
 // Restart closes the server and starts it again on the same data dir and
 // ports (Stop then Resume). The replicated state (files, locks, sessions)
 // comes back from the raft log; the new master gives every session a fresh

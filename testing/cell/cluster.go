@@ -500,6 +500,24 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	c.mu.Unlock()
 }
 
+// Reconfigure changes server i's configuration for its next Restart (for
+// example its raft log store); it must not be running. The harness's own
+// fields (id, data dir, addresses, peers, transport) stay its own.
+func (c *Cluster) Reconfigure(t testing.TB, i int, fn func(cfg *server.Config)) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.nodes[i]
+	if nd.srv != nil {
+		t.Fatalf("cell: Reconfigure(%d) while it is running", i)
+	}
+	cfg := nd.cfg
+	fn(&cfg)
+	cfg.NodeID, cfg.DataDir, cfg.RPCAddr, cfg.RaftAddr = nd.cfg.NodeID, nd.cfg.DataDir, nd.cfg.RPCAddr, nd.cfg.RaftAddr
+	cfg.StaticPeers, cfg.WrapLogStore, cfg.RaftTransport = nd.cfg.StaticPeers, nd.cfg.WrapLogStore, nd.cfg.RaftTransport
+	nd.cfg = cfg
+}
+
 // Applied is server i's applied raft index (0 while it is killed).
 func (c *Cluster) Applied(i int) uint64 {
 	srv := c.Server(i)

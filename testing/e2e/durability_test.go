@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +19,32 @@ import (
 // three-server cell of real processes; every server is SIGKILLed at once in
 // the middle of the load (no clean shutdown, no leadership transfer); the
 // cell is restarted from its data directories, and every write that was
-// acknowledged before the kill is there with its value.
+// acknowledged before the kill is there with its value. The raft log is
+// chubbyd's default (bolt).
 func TestDurabilityWholeCellKilled(t *testing.T) {
 	t.Parallel()
-	c := proc.StartCell(t, 3, proc.CellOptions{})
+	wholeCellKilled(t, proc.CellOptions{})
+}
+
+// TestDurabilityWholeCellKilledWAL: the same with -raft-log wal (raft-wal:
+// an fsync per appended batch of segment files).
+func TestDurabilityWholeCellKilledWAL(t *testing.T) {
+	t.Parallel()
+	c := wholeCellKilled(t, proc.CellOptions{ExtraArgs: []string{"-raft-log", "wal"}})
+	for _, s := range c.Servers() {
+		if _, err := os.Stat(filepath.Join(s.DataDir, "wal")); err != nil {
+			t.Errorf("%s: no raft-wal log: %v", s.NodeID, err)
+		}
+		if _, err := os.Stat(filepath.Join(s.DataDir, "raft.db")); err == nil {
+			t.Errorf("%s: a bolt raft.db beside the wal", s.NodeID)
+		}
+	}
+}
+
+// wholeCellKilled loads a three-server cell started with opts, SIGKILLs
+// every server at once, restarts them and checks every acknowledged write.
+func wholeCellKilled(t *testing.T, opts proc.CellOptions) *proc.Cell {
+	c := proc.StartCell(t, 3, opts)
 	wantOK(t, c.Sh(t, "mkdir", "/ls/local/d"))
 
 	const writers = 4
@@ -110,4 +134,5 @@ func TestDurabilityWholeCellKilled(t *testing.T) {
 	if lost > 0 {
 		t.Fatalf("%d of %d acknowledged writes lost", lost, len(want))
 	}
+	return c
 }
