@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,7 +30,10 @@ func TestRaftLogMigratesToWAL(t *testing.T) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 50*time.Millisecond
 	}))
 	c.WaitMaster(t, nil)
-	ctx := ctxT(t)
+	// One context for the whole migration, which takes several restarts
+	// and a snapshot catch-up (over 10 s under -race with the suite).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
 	holder := c.Dial(t, client.Config{SessionTTL: 30 * time.Second})
 	lock := open(t, holder, c.Path("lock"), client.Create())
 	if err := lock.Acquire(ctx, client.Exclusive); err != nil {

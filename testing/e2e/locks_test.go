@@ -201,9 +201,12 @@ poll:
 	}
 	after := grant.At.Sub(killed)
 	t.Logf("waiter granted %v after the holder was killed (TTL %v + lock-delay %v)", after.Round(time.Millisecond), ttl, delay)
-	// The master counts the TTL from the holder's last KeepAlive, sent at
-	// most a renewal interval (TTL/3) before the kill.
-	if floor := ttl - ttl/3 + delay - 50*time.Millisecond; after < floor {
+	// The master counts the TTL from the holder's last KeepAlive, sent a
+	// renewal interval (at most TTL/3) after the one before, or a little
+	// later when the holder process is slow to run (the whole suite under
+	// -race: one such send came 16 ms late); TestKillToGrant checks the
+	// bound against the KeepAlives the holder reports.
+	if floor := ttl - ttl/3 + delay - 200*time.Millisecond; after < floor {
 		t.Errorf("waiter granted %v after the kill: earlier than TTL %v after the holder's last KeepAlive + lock-delay %v allow (%v)", after, ttl, delay, floor)
 	}
 	if after > 15*time.Second {
