@@ -24,6 +24,10 @@ var build struct {
 	err  error
 }
 
+// CHUBBY_PROC_SRC=DIR makes Build compile the binaries from the checkout
+// in DIR instead of this module: to replay process tests against an older
+// build (the hostile-client suite against the build before its fixes).
+
 // RaceBinaries reports whether Build compiles the binaries with the race
 // detector: when CHUBBY_E2E_RACE=1. A server that reports a data race then
 // fails the test that ran it.
@@ -66,6 +70,9 @@ func BuildCommands(dir string, pkgs ...string) error {
 	root, err := moduleRoot(gocmd)
 	if err != nil {
 		return err
+	}
+	if src := os.Getenv("CHUBBY_PROC_SRC"); src != "" {
+		root = src // replay the tests against another checkout's binaries
 	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if RaceBinaries() {
