@@ -20,18 +20,18 @@ import (
 )
 
 func TestACLs(t *testing.T) {
-	pk := newPKI(t, "local", []string{"n1", "n2", "n3"}, "admin", "alice", "bob")
+	pk := proc.NewPKI(t, "local", []string{"n1", "n2", "n3"}, "admin", "alice", "bob")
 	c := proc.StartCell(t, 3, proc.CellOptions{
-		ClientTLS: pk.tlsConfig(t, "admin", "server.local.chubby"),
-		ShEnv:     []string{"CHUBBY_CACERT=" + pk.ca(), "CHUBBY_CERT=" + pk.cert("admin"), "CHUBBY_KEY=" + pk.key("admin")},
+		ClientTLS: pk.TLSConfig(t, "admin", "server.local.chubby"),
+		ShEnv:     pk.ShEnv("admin"),
 		ExtraArgs: []string{"-log-level", "info"}, // -acl-admins: the default, admin
 		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
-			return []string{"-tls-ca", pk.ca(), "-tls-cert", pk.cert(s.NodeID), "-tls-key", pk.key(s.NodeID)}
+			return pk.TLSArgs(s.NodeID)
 		},
 	})
 	s := c.Servers()[0]
 	sh := func(who string, args ...string) *proc.Result {
-		return s.Sh(t, append(pk.shArgs(who), args...)...)
+		return s.Sh(t, append(pk.ShArgs(who), args...)...)
 	}
 	// denied wants exit 1 and one stderr line: permission denied, naming
 	// the principal, what it may not do and the path.
@@ -111,7 +111,7 @@ func TestACLs(t *testing.T) {
 	if pr := getACL("alice", p("team", "private")); pr["read"] != "team-rw" || pr["write"] != "team-rw" {
 		t.Fatalf("create -read: %v", pr)
 	}
-	holder := s.StartSh(t, append(pk.shArgs("alice"), "lock", p("team", "cfg"))...)
+	holder := s.StartSh(t, append(pk.ShArgs("alice"), "lock", p("team", "cfg"))...)
 	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
 	privSeq := strings.Replace(seq.text, p("team", "cfg"), p("team", "private"), 1)
 
@@ -162,7 +162,7 @@ func TestACLs(t *testing.T) {
 	// Revocation takes effect on the next call, also in a session that
 	// goes on: bob writes in a script session, admin removes him from
 	// team-ro, bob's next write is refused and ends the script (exit 1).
-	bobs := s.StartSh(t, append(pk.shArgs("bob"), "-json")...)
+	bobs := s.StartSh(t, append(pk.ShArgs("bob"), "-json")...)
 	bobs.Send(t, "write "+p("team", "cfg")+" by-bob")
 	if l := bobs.NextLine(t, 15*time.Second).Text; !strings.Contains(l, "content_gen") {
 		t.Fatalf("bob's write in his session: %s", l)

@@ -28,104 +28,46 @@ import (
 	"github.com/chubby-dev/chubby/wire"
 )
 
-// pki is a CA directory with certificates issued by chubbyd.
-type pki struct{ dir string }
-
-func newPKI(t *testing.T, cell string, servers []string, clients ...string) pki {
-	t.Helper()
-	p := pki{dir: t.TempDir()}
-	mustRun := func(args ...string) {
-		t.Helper()
-		if r := proc.RunChubbyd(t, 15*time.Second, args...); r.Code != 0 {
-			t.Fatalf("chubbyd %s: %s", strings.Join(args, " "), r)
-		}
-	}
-	mustRun("tls", "ca", "create", "-dir", p.dir, "-cell", cell)
-	for _, s := range servers {
-		mustRun("tls", "cert", "create", "-dir", p.dir, "-name", s, "-server")
-	}
-	for _, c := range clients {
-		mustRun("tls", "cert", "create", "-dir", p.dir, "-name", c)
-	}
-	return p
-}
-
-// newGossipKey writes a gossip key from `chubbyd keygen` to a file and
-// returns its path.
-func newGossipKey(t *testing.T) string {
-	t.Helper()
-	keyFile := filepath.Join(t.TempDir(), "gossip.key")
-	key := strings.TrimSpace(proc.RunChubbyd(t, 10*time.Second, "keygen").Stdout)
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return keyFile
-}
-
 // expiredCert issues a client certificate NAME from p's CA that expired a
 // day ago (`chubbyd tls cert create` issues only valid ones).
-func (p pki) expiredCert(t *testing.T, name string) {
+func expiredCert(t *testing.T, p proc.PKI, name string) {
 	t.Helper()
 	now := time.Now()
-	if _, _, err := devca.CreateCert(p.dir, devca.CertRequest{Name: name, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)}); err != nil {
+	if _, _, err := devca.CreateCert(p.Dir, devca.CertRequest{Name: name, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// tlsArgs are chubbyd's TLS flags for server NAME's files in p.
-func (p pki) tlsArgs(name string) []string {
-	return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(name), "-tls-key", p.key(name)}
 }
 
 // cellOptions are the options of a TLS cell whose servers n1, n2, ...
 // use their certificates from servers, and whose harness and chubbysh
 // readiness checks are client's (an admin: -acl-admins client), with
 // extra flags for every server.
-func (p pki) cellOptions(t *testing.T, servers pki, client string, extra ...string) proc.CellOptions {
+func cellOptions(t *testing.T, p, servers proc.PKI, client string, extra ...string) proc.CellOptions {
 	return proc.CellOptions{
-		ClientTLS: p.tlsConfig(t, client, "server.local.chubby"),
-		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert(client), "CHUBBY_KEY=" + p.key(client)},
+		ClientTLS: p.TLSConfig(t, client, "server.local.chubby"),
+		ShEnv:     p.ShEnv(client),
 		ExtraArgs: append([]string{"-log-level", "info", "-acl-admins", client}, extra...),
 		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
-			return servers.tlsArgs(s.NodeID)
+			return servers.TLSArgs(s.NodeID)
 		},
 	}
 }
 
-func (p pki) ca() string              { return filepath.Join(p.dir, "ca.pem") }
-func (p pki) cert(name string) string { return filepath.Join(p.dir, name+".pem") }
-func (p pki) key(name string) string  { return filepath.Join(p.dir, name+"-key.pem") }
-
-// shArgs are chubbysh's TLS flags for a client.
-func (p pki) shArgs(name string) []string {
-	return []string{"-ca", p.ca(), "-cert", p.cert(name), "-key", p.key(name)}
-}
-
-func (p pki) tlsConfig(t *testing.T, name, serverName string) *tls.Config {
-	t.Helper()
-	tc, err := devca.TLSConfig(p.dir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.ServerName = serverName
-	return tc
-}
-
 func TestTLSCell(t *testing.T) {
-	p := newPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "bob")
-	other := newPKI(t, "local", nil, "eve")
-	keyFile := newGossipKey(t)
+	p := proc.NewPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "bob")
+	other := proc.NewPKI(t, "local", nil, "eve")
+	keyFile := proc.NewGossipKey(t)
 	c := proc.StartCell(t, 3, proc.CellOptions{
-		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
-		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
+		ClientTLS: p.TLSConfig(t, "alice", "server.local.chubby"),
+		ShEnv:     p.ShEnv("alice"),
 		ExtraArgs: []string{"-gossip-key-file", keyFile, "-log-level", "info", "-acl-admins", "alice"},
 		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
-			return []string{"-tls-ca", p.ca(), "-tls-cert", p.cert(s.NodeID), "-tls-key", p.key(s.NodeID)}
+			return p.TLSArgs(s.NodeID)
 		},
 	})
 	s := c.Servers()[0]
 	sh := func(who string, args ...string) *proc.Result {
-		return s.Sh(t, append(p.shArgs(who), args...)...)
+		return s.Sh(t, append(p.ShArgs(who), args...)...)
 	}
 
 	// A client of the cell's CA is its certificate's principal, and works.
@@ -154,18 +96,18 @@ func TestTLSCell(t *testing.T) {
 	if r := s.Sh(t, "-timeout", "2s", "whoami"); r.Code == 0 {
 		t.Errorf("a client without TLS was served: %s", r)
 	}
-	if r := s.Sh(t, append(append([]string{"-timeout", "2s"}, other.shArgs("eve")...), "whoami")...); r.Code == 0 {
+	if r := s.Sh(t, append(append([]string{"-timeout", "2s"}, other.ShArgs("eve")...), "whoami")...); r.Code == 0 {
 		t.Errorf("a client certificate of another CA was served: %s", r)
 	}
 	if _, err := proc.Hello(s.RPCAddr, 2*time.Second); err == nil {
 		t.Errorf("a plaintext Hello on the TLS port was answered")
 	}
-	if r := s.Sh(t, "-ca", p.ca(), "-cert", p.cert("alice"), "whoami"); r.Code != 2 {
+	if r := s.Sh(t, "-ca", p.CA(), "-cert", p.Cert("alice"), "whoami"); r.Code != 2 {
 		t.Errorf("-cert without -key: exit %d, want 2: %s", r.Code, r)
 	}
 
 	// A client certificate cannot speak raft: the server refuses it.
-	rc, err := tls.Dial("tcp", s.RaftAddr, p.tlsConfig(t, "alice", "server.local.chubby"))
+	rc, err := tls.Dial("tcp", s.RaftAddr, p.TLSConfig(t, "alice", "server.local.chubby"))
 	if err == nil {
 		rc.SetDeadline(time.Now().Add(5 * time.Second))
 		rc.Write([]byte{0}) // TLS 1.3: the server's verdict on our certificate comes with the first read
@@ -191,9 +133,9 @@ func TestTLSCell(t *testing.T) {
 	get := func(who, path string) (int, string, error) {
 		var cfg *tls.Config
 		if who != "" {
-			cfg = p.tlsConfig(t, who, "server.local.chubby")
+			cfg = p.TLSConfig(t, who, "server.local.chubby")
 		} else {
-			cfg = p.tlsConfig(t, "alice", "server.local.chubby")
+			cfg = p.TLSConfig(t, "alice", "server.local.chubby")
 			cfg.Certificates = nil
 		}
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
@@ -230,7 +172,7 @@ func TestTLSCell(t *testing.T) {
 	// A session belongs to its principal: bob, with alice's session id
 	// and even her secret, is refused.
 	master := c.Master(t)
-	ra, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, "alice", ""))
+	ra, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.TLSConfig(t, "alice", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +183,7 @@ func TestTLSCell(t *testing.T) {
 	if err := ra.CreateSession(10*time.Second, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, "bob", ""))
+	rb, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.TLSConfig(t, "bob", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +225,8 @@ func TestNoTLSStaysOnLoopback(t *testing.T) {
 // while a session that holds a lock across both reloads keeps it, and
 // clients of either CA connect afterwards.
 func TestTLSReload(t *testing.T) {
-	p := newPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
-	q := newPKI(t, "local", []string{"n1", "n2", "n3"}, "carol")
+	p := proc.NewPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
+	q := proc.NewPKI(t, "local", []string{"n1", "n2", "n3"}, "carol")
 	live := t.TempDir() // the files the servers are started with, replaced below
 	put := func(dst, src string) {
 		t.Helper()
@@ -296,14 +238,14 @@ func TestTLSReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("ca.pem", p.ca())
+	put("ca.pem", p.CA())
 	for _, n := range []string{"n1", "n2", "n3"} {
-		put(n+".pem", p.cert(n))
-		put(n+"-key.pem", p.key(n))
+		put(n+".pem", p.Cert(n))
+		put(n+"-key.pem", p.Key(n))
 	}
 	c := proc.StartCell(t, 3, proc.CellOptions{
-		ClientTLS: p.tlsConfig(t, "alice", "server.local.chubby"),
-		ShEnv:     []string{"CHUBBY_CACERT=" + p.ca(), "CHUBBY_CERT=" + p.cert("alice"), "CHUBBY_KEY=" + p.key("alice")},
+		ClientTLS: p.TLSConfig(t, "alice", "server.local.chubby"),
+		ShEnv:     p.ShEnv("alice"),
 		ExtraArgs: []string{"-log-level", "info", "-acl-admins", "alice"},
 		ServerArgs: func(s *proc.Server, _ []*proc.Server) []string {
 			return []string{"-tls-ca", filepath.Join(live, "ca.pem"), "-tls-cert", filepath.Join(live, s.NodeID+".pem"),
@@ -311,15 +253,15 @@ func TestTLSReload(t *testing.T) {
 		},
 	})
 	s := c.Servers()[0]
-	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("reload-lock"))...)
+	holder := s.StartSh(t, append(p.ShArgs("alice"), "lock", p0("reload-lock"))...)
 	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
 	// carol checks the sequencer at the end: the admin (alice) lets every
 	// principal read the lock's node.
-	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("acl/everyone"), "*")...))
-	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "acl", "set", p0("reload-lock"), "-read", "everyone")...))
-	serial := func(srv *proc.Server, roots pki, who string) string {
+	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "write", p0("acl/everyone"), "*")...))
+	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "acl", "set", p0("reload-lock"), "-read", "everyone")...))
+	serial := func(srv *proc.Server, roots proc.PKI, who string) string {
 		t.Helper()
-		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.tlsConfig(t, who, "server.local.chubby"))
+		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.TLSConfig(t, who, "server.local.chubby"))
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", srv.NodeID, err)
 		}
@@ -346,47 +288,47 @@ func TestTLSReload(t *testing.T) {
 
 	// A new certificate from the same CA.
 	for _, n := range []string{"n1", "n2", "n3"} {
-		put(n+".pem", p.cert(n+"-r"))
-		put(n+"-key.pem", p.key(n+"-r"))
+		put(n+".pem", p.Cert(n+"-r"))
+		put(n+"-key.pem", p.Key(n+"-r"))
 	}
 	hupAll()
 	for _, srv := range c.Servers() {
-		want := certSerial(p.cert(srv.NodeID + "-r"))
+		want := certSerial(p.Cert(srv.NodeID + "-r"))
 		wait.For(t, 10*time.Second, srv.NodeID+" serving its new certificate", func() bool { return serial(srv, p, "alice") == want })
 	}
-	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("after-reload"), "1")...))
+	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "write", p0("after-reload"), "1")...))
 
 	// A new CA: the servers trust both, and their certificates are the new
 	// CA's. The holder's session, on a connection made before, goes on.
-	bundle := append(must(os.ReadFile(p.ca())), must(os.ReadFile(q.ca()))...)
+	bundle := append(must(os.ReadFile(p.CA())), must(os.ReadFile(q.CA()))...)
 	if err := os.WriteFile(filepath.Join(live, "ca.pem"), bundle, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		put(n+".pem", q.cert(n))
-		put(n+"-key.pem", q.key(n))
+		put(n+".pem", q.Cert(n))
+		put(n+"-key.pem", q.Key(n))
 	}
 	hupAll()
 	for _, srv := range c.Servers() {
-		want := certSerial(q.cert(srv.NodeID))
+		want := certSerial(q.Cert(srv.NodeID))
 		wait.For(t, 10*time.Second, srv.NodeID+" serving the new CA's certificate", func() bool { return serial(srv, q, "carol") == want })
 	}
 	// carol (new CA) is served; alice (old CA) too, trusting the bundle.
-	if got := wantOK(t, s.Sh(t, "-ca", q.ca(), "-cert", q.cert("carol"), "-key", q.key("carol"), "whoami")); got != "carol" {
+	if got := wantOK(t, s.Sh(t, "-ca", q.CA(), "-cert", q.Cert("carol"), "-key", q.Key("carol"), "whoami")); got != "carol" {
 		t.Fatalf("whoami = %q, want carol", got)
 	}
 	bundleFile := filepath.Join(t.TempDir(), "bundle.pem")
 	if err := os.WriteFile(bundleFile, bundle, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := wantOK(t, s.Sh(t, "-ca", bundleFile, "-cert", p.cert("alice"), "-key", p.key("alice"), "whoami")); got != "alice" {
+	if got := wantOK(t, s.Sh(t, "-ca", bundleFile, "-cert", p.Cert("alice"), "-key", p.Key("alice"), "whoami")); got != "alice" {
 		t.Fatalf("whoami = %q, want alice", got)
 	}
 	// The session that held its lock through both reloads still holds it.
 	if holder.Exited() {
 		t.Fatalf("the lock holder exited during the reloads: %s", holder.Stderr())
 	}
-	wantOK(t, s.Sh(t, "-ca", q.ca(), "-cert", q.cert("carol"), "-key", q.key("carol"), "checkseq", seq.text))
+	wantOK(t, s.Sh(t, "-ca", q.CA(), "-cert", q.Cert("carol"), "-key", q.Key("carol"), "checkseq", seq.text))
 }
 
 func must(b []byte, err error) []byte {
@@ -401,11 +343,11 @@ func must(b []byte, err error) []byte {
 // SIGHUP, are served on new handshakes while a session made before keeps
 // its lock; a half-written certificate is logged and the one in use kept.
 func TestTLSReloadOnFileChange(t *testing.T) {
-	p := newPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
-	live := pki{dir: t.TempDir()}  // the servers' files, replaced below
-	put := func(dst, src string) { // written aside, renamed into place
+	p := proc.NewPKI(t, "local", []string{"n1", "n2", "n3", "n1-r", "n2-r", "n3-r"}, "alice")
+	live := proc.PKI{Dir: t.TempDir()} // the servers' files, replaced below
+	put := func(dst, src string) {     // written aside, renamed into place
 		t.Helper()
-		tmp := filepath.Join(live.dir, ".tmp-"+filepath.Base(dst))
+		tmp := filepath.Join(live.Dir, ".tmp-"+filepath.Base(dst))
 		if err := os.WriteFile(tmp, must(os.ReadFile(src)), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -413,18 +355,18 @@ func TestTLSReloadOnFileChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(live.ca(), p.ca())
+	put(live.CA(), p.CA())
 	for _, n := range []string{"n1", "n2", "n3"} {
-		put(live.cert(n), p.cert(n))
-		put(live.key(n), p.key(n))
+		put(live.Cert(n), p.Cert(n))
+		put(live.Key(n), p.Key(n))
 	}
-	c := proc.StartCell(t, 3, p.cellOptions(t, live, "alice", "-tls-poll-interval", "200ms"))
+	c := proc.StartCell(t, 3, cellOptions(t, p, live, "alice", "-tls-poll-interval", "200ms"))
 	s := c.Servers()[0]
-	holder := s.StartSh(t, append(p.shArgs("alice"), "lock", p0("watch-lock"))...)
+	holder := s.StartSh(t, append(p.ShArgs("alice"), "lock", p0("watch-lock"))...)
 	seq := parseSeq(t, holder.NextLine(t, 15*time.Second).Text)
 	served := func(srv *proc.Server) *x509.Certificate {
 		t.Helper()
-		conn, err := tls.Dial("tcp", srv.RPCAddr, p.tlsConfig(t, "alice", "server.local.chubby"))
+		conn, err := tls.Dial("tcp", srv.RPCAddr, p.TLSConfig(t, "alice", "server.local.chubby"))
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", srv.NodeID, err)
 		}
@@ -445,11 +387,11 @@ func TestTLSReloadOnFileChange(t *testing.T) {
 	// server serves its new certificate (serial and NotBefore) on new
 	// handshakes.
 	for _, n := range []string{"n1", "n2", "n3"} {
-		put(live.key(n), p.key(n+"-r"))
-		put(live.cert(n), p.cert(n+"-r"))
+		put(live.Key(n), p.Key(n+"-r"))
+		put(live.Cert(n), p.Cert(n+"-r"))
 	}
 	for _, srv := range c.Servers() {
-		want := leaf(p.cert(srv.NodeID + "-r"))
+		want := leaf(p.Cert(srv.NodeID + "-r"))
 		wait.For(t, 20*time.Second, srv.NodeID+" serving its new certificate without SIGHUP", func() bool {
 			got := served(srv)
 			return got.SerialNumber.Cmp(want.SerialNumber) == 0 && got.NotBefore.Equal(want.NotBefore)
@@ -458,16 +400,16 @@ func TestTLSReloadOnFileChange(t *testing.T) {
 			t.Errorf("%s: no reload in the log", srv.NodeID)
 		}
 	}
-	wantOK(t, s.Sh(t, append(p.shArgs("alice"), "write", p0("after-watch-reload"), "1")...))
+	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "write", p0("after-watch-reload"), "1")...))
 
 	// A half-written certificate (written in place, cut short): logged, and
 	// the certificate in use stays.
 	n1 := c.Server(t, "n1")
-	inUse := leaf(p.cert("n1-r"))
-	full := must(os.ReadFile(p.cert("n1")))
+	inUse := leaf(p.Cert("n1-r"))
+	full := must(os.ReadFile(p.Cert("n1")))
 	const notLoaded = "TLS files changed but do not load" // also logged if a poll fell between the key's rename and the certificate's
 	logged := strings.Count(n1.Log(), notLoaded)
-	if err := os.WriteFile(live.cert("n1"), full[:len(full)/2], 0o600); err != nil {
+	if err := os.WriteFile(live.Cert("n1"), full[:len(full)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, 20*time.Second, "n1 logging the half-written file", func() bool {
@@ -477,16 +419,16 @@ func TestTLSReloadOnFileChange(t *testing.T) {
 		t.Fatalf("n1 serves serial %v after a half-written file, want the one in use %v", got.SerialNumber, inUse.SerialNumber)
 	}
 	// Once it is whole (the key too: the old pair), it is reloaded.
-	put(live.key("n1"), p.key("n1"))
-	put(live.cert("n1"), p.cert("n1"))
-	want := leaf(p.cert("n1"))
+	put(live.Key("n1"), p.Key("n1"))
+	put(live.Cert("n1"), p.Cert("n1"))
+	want := leaf(p.Cert("n1"))
 	wait.For(t, 20*time.Second, "n1 serving the whole file", func() bool { return served(n1).SerialNumber.Cmp(want.SerialNumber) == 0 })
 
 	// The session made before every reload still holds its lock.
 	if holder.Exited() {
 		t.Fatalf("the lock holder exited during the reloads: %s", holder.Stderr())
 	}
-	if got := wantOK(t, s.Sh(t, append(p.shArgs("alice"), "checkseq", seq.text)...)); got != "valid" {
+	if got := wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "checkseq", seq.text)...)); got != "valid" {
 		t.Fatalf("checkseq = %q", got)
 	}
 }

@@ -21,8 +21,8 @@ import (
 )
 
 func TestTLSLimits(t *testing.T) {
-	p := newPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "carol", "dave")
-	c := proc.StartCell(t, 3, p.cellOptions(t, p, "alice",
+	p := proc.NewPKI(t, "local", []string{"n1", "n2", "n3"}, "alice", "carol", "dave")
+	c := proc.StartCell(t, 3, cellOptions(t, p, p, "alice",
 		"-max-waits-per-session", "2", "-max-watches-per-session", "2", "-max-sessions-per-principal", "3",
 		"-create-session-rate", "4", "-max-conns", "8"))
 	master := c.Master(t)
@@ -37,7 +37,7 @@ func TestTLSLimits(t *testing.T) {
 		var r *proc.RawConn
 		wait.For(t, 30*time.Second, "a session for "+who, func() bool {
 			var err error
-			if r, err = proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, who, "")); err != nil {
+			if r, err = proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.TLSConfig(t, who, "")); err != nil {
 				t.Fatal(err)
 			}
 			if _, err = r.Hello(5 * time.Second); err != nil {
@@ -68,7 +68,7 @@ func TestTLSLimits(t *testing.T) {
 		t.Helper()
 		var r *proc.Result
 		wait.For(t, 30*time.Second, "chubbysh admitted past the creation rate", wait.Every(100*time.Millisecond, func() bool {
-			r = master.Sh(t, append(p.shArgs(who), args...)...)
+			r = master.Sh(t, append(p.ShArgs(who), args...)...)
 			return !strings.Contains(r.Stderr, "CreateSessions a second")
 		}))
 		return r
@@ -148,7 +148,7 @@ func TestTLSLimits(t *testing.T) {
 	session("carol")
 	session("carol")
 	before = rejected(master, "principal_sessions")
-	r := master.Sh(t, append(append([]string{"-timeout", "5s"}, p.shArgs("carol")...), "whoami")...)
+	r := master.Sh(t, append(append([]string{"-timeout", "5s"}, p.ShArgs("carol")...), "whoami")...)
 	t.Logf("carol's fourth session: exit %d: %s", r.Code, strings.TrimSpace(r.Stderr))
 	if r.Code == 0 || !strings.Contains(r.Stderr, "resource exhausted") || !strings.Contains(r.Stderr, "carol holds 3 sessions") {
 		t.Errorf("chubbysh as carol with 3 sessions: want a failure saying resource exhausted: %s", r)
@@ -163,7 +163,7 @@ func TestTLSLimits(t *testing.T) {
 	// CreateSession rate (-create-session-rate 4 a second): dave makes and
 	// ends sessions back to back until one is refused.
 	before = rejected(master, "create_rate")
-	rr, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.tlsConfig(t, "dave", ""))
+	rr, err := proc.DialRawTLS(master.RPCAddr, 5*time.Second, p.TLSConfig(t, "dave", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestTLSLimits(t *testing.T) {
 	var conns []*proc.RawConn
 	var refused error
 	for i := 0; i < 20 && refused == nil; i++ {
-		rc, err := proc.DialRawTLS(f.RPCAddr, 5*time.Second, p.tlsConfig(t, "alice", ""))
+		rc, err := proc.DialRawTLS(f.RPCAddr, 5*time.Second, p.TLSConfig(t, "alice", ""))
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
