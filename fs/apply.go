@@ -215,13 +215,9 @@ func (s *State) applyCreate(c *Command, rec *sessionRec, b *Create, r *Result) {
 			r.Err = err
 			return
 		}
-	} else if b.Path != s.root {
-		// Creating a child is a write of its parent.
-		dir, _ := Split(b.Path)
-		if err := s.authorize(c, dir, PermWrite); err != nil {
-			r.Err = err
-			return
-		}
+	} else if err := s.authorizeCreate(c, b.Path); err != nil {
+		r.Err = err
+		return
 	}
 	if n, ok := s.nodes[b.Path]; ok {
 		if b.Exclusive {
@@ -345,12 +341,9 @@ func (s *State) applySetContents(c *Command, rec *sessionRec, b *SetContents, r 
 		// A missing file is created by a plain write with Create, or by a
 		// CAS on generation 0 ("only if absent"); a CAS on any other
 		// generation expected the file to exist and fails below.
-		if b.Path != s.root {
-			dir, _ := Split(b.Path)
-			if err := s.authorize(c, dir, PermWrite); err != nil {
-				r.Err = err
-				return
-			}
+		if err := s.authorizeCreate(c, b.Path); err != nil {
+			r.Err = err
+			return
 		}
 		nn, err := s.addNode(b.Path, false, false, 0, b.Data, c.Now, ACL{})
 		if err != nil {

@@ -227,11 +227,24 @@ func (s *Server) apply(c *call, cmd *fs.Command) (*fs.Result, error) {
 
 // access refuses the call's principal p on path unless the ACLs that
 // govern path grant it; admins are not checked. A read runs it inside the
-// fsm.read that answers it, so the check and the answer see one state (a
-// write's check is the state machine's, as it applies).
+// fsm.read that answers it (readAs), so the check and the answer see one
+// state (a write's check is the state machine's, as it applies).
 func (s *Server) access(st *fs.State, c *call, path string, p fs.Perm) error {
 	if s.isAdmin(c.c.principal) {
 		return nil
 	}
 	return st.Access(path, p, c.c.principal)
+}
+
+// readAs answers a read of path with fn, in one fsm.read after the call's
+// principal was found to have read permission on path; a refusal is the
+// error and fn does not run.
+func (s *Server) readAs(c *call, path string, fn func(st *fs.State) error) error {
+	var err error
+	s.fsm.read(func(st *fs.State) {
+		if err = s.access(st, c, path, fs.PermRead); err == nil {
+			err = fn(st)
+		}
+	})
+	return err
 }

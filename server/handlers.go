@@ -160,9 +160,7 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		if a.Events == 0 {
 			return nil
 		}
-		var err error
-		s.fsm.read(func(st *fs.State) { err = s.access(st, c, a.Path, fs.PermRead) })
-		if err != nil {
+		if err := s.readAs(c, a.Path, func(*fs.State) error { return nil }); err != nil {
 			return err
 		}
 		s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
@@ -174,11 +172,9 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		}
 		var rep wire.StatReply
 		rep.Cacheable = s.admit(c, a.Cache, a.Path)
-		var err error
-		s.fsm.read(func(st *fs.State) {
-			if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
-				rep.Stat, err = st.Stat(a.Path)
-			}
+		err := s.readAs(c, a.Path, func(st *fs.State) (err error) {
+			rep.Stat, err = st.Stat(a.Path)
+			return err
 		})
 		if a.Cache && errors.Is(err, fs.ErrNoSuchNode) {
 			rep.Absent, err = true, nil
@@ -218,11 +214,9 @@ func (s *Server) unwatch(c *call, a *wire.UnwatchArgs) (any, error) {
 func (s *Server) getContents(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ContentsReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
-	var err error
-	s.fsm.read(func(st *fs.State) {
-		if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
-			rep.Data, rep.Stat, err = st.Get(a.Path, a.Instance)
-		}
+	err := s.readAs(c, a.Path, func(st *fs.State) (err error) {
+		rep.Data, rep.Stat, err = st.Get(a.Path, a.Instance)
+		return err
 	})
 	return rep, err
 }
@@ -230,11 +224,9 @@ func (s *Server) getContents(c *call, a *wire.NodeArgs) (any, error) {
 func (s *Server) getStat(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.StatReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
-	var err error
-	s.fsm.read(func(st *fs.State) {
-		if err = s.access(st, c, a.Path, fs.PermRead); err == nil {
-			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
-		}
+	err := s.readAs(c, a.Path, func(st *fs.State) (err error) {
+		rep.Stat, err = st.StatInstance(a.Path, a.Instance)
+		return err
 	})
 	return rep, err
 }
@@ -242,16 +234,12 @@ func (s *Server) getStat(c *call, a *wire.NodeArgs) (any, error) {
 func (s *Server) readDir(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ReadDirReply
 	rep.Cacheable = s.admit(c, a.Cache, a.Path)
-	var err error
 	var all []string
-	s.fsm.read(func(st *fs.State) {
-		if err = s.access(st, c, a.Path, fs.PermRead); err != nil {
-			return
-		}
-		all, err = st.Children(a.Path, a.Instance)
-		if err == nil {
+	err := s.readAs(c, a.Path, func(st *fs.State) (err error) {
+		if all, err = st.Children(a.Path, a.Instance); err == nil {
 			rep.Stat, err = st.StatInstance(a.Path, a.Instance)
 		}
+		return err
 	})
 	rep.Children, rep.More = listPage(all, a.After, wire.ListPageBytes)
 	return rep, err
@@ -394,25 +382,20 @@ func (s *Server) checkSequencer(c *call, a *wire.CheckSequencerArgs) (any, error
 	if fs.CheckPath(s.cfg.Cell, a.Seq.Path) != nil {
 		return rep, nil // names no node of the cell: not valid
 	}
-	var err error
-	s.fsm.read(func(st *fs.State) {
-		if err = s.access(st, c, a.Seq.Path, fs.PermRead); err == nil {
-			rep.Valid = st.CheckSequencer(a.Seq)
-		}
+	err := s.readAs(c, a.Seq.Path, func(st *fs.State) error {
+		rep.Valid = st.CheckSequencer(a.Seq)
+		return nil
 	})
 	return rep, err
 }
 
 func (s *Server) getACL(c *call, a *wire.NodeArgs) (any, error) {
 	var rep wire.ACLReply
-	var err error
-	s.fsm.read(func(st *fs.State) {
-		if err = s.access(st, c, a.Path, fs.PermRead); err != nil {
-			return
-		}
+	err := s.readAs(c, a.Path, func(st *fs.State) (err error) {
 		if rep.Stat, err = st.StatInstance(a.Path, a.Instance); err == nil {
 			rep.ACL, err = st.ACL(a.Path)
 		}
+		return err
 	})
 	return rep, err
 }
