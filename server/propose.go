@@ -92,7 +92,9 @@ func (q *proposer) proposeIn(key queueKey, cmd *fs.Command) (*fs.Result, error) 
 	}
 	start := time.Now()
 	p := &proposal{queue: key, enc: b, done: make(chan struct{})}
-	q.submit(p)
+	if q.enqueue(p) {
+		q.flush(p.done)
+	}
 	<-p.done
 	if p.err != nil {
 		return nil, p.err
@@ -102,33 +104,58 @@ func (q *proposer) proposeIn(key queueKey, cmd *fs.Command) (*fs.Result, error) 
 }
 
 func (q *proposer) submit(p *proposal) {
+	if q.enqueue(p) {
+		go q.flush(nil)
+	}
+}
+
+// enqueue queues p and reports whether a flush must start for it (fewer
+// than maxInflight entries were in flight); the caller then runs it.
+func (q *proposer) enqueue(p *proposal) bool {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.queues[p.queue]) == 0 {
 		q.turn = append(q.turn, p.queue)
 	}
 	q.queues[p.queue] = append(q.queues[p.queue], p)
-	start := q.inflight < maxInflight
-	if start {
+	if q.inflight < maxInflight {
 		q.inflight++
+		return true
 	}
-	q.mu.Unlock()
-	if start {
-		go q.flush()
-	}
+	return false
 }
 
-// flush sends queued commands as batches until the queue is empty.
-func (q *proposer) flush() {
+// flush sends queued commands as batches until the queue is empty. With
+// own set it runs on the goroutine of the call that started it and stops
+// once own is closed (that call's command applied), handing what is left
+// to a goroutine of its own: a lone write thus goes from its handler to
+// raft and back without a goroutine hand-off on either side, and a caller
+// never waits for other callers' batches after its own.
+func (q *proposer) flush(own <-chan struct{}) {
 	for {
 		q.mu.Lock()
-		batch, size := q.takeBatchLocked()
-		if len(batch) == 0 {
+		if len(q.turn) == 0 {
 			q.inflight--
 			q.mu.Unlock()
 			return
 		}
+		if own != nil && isClosed(own) {
+			q.mu.Unlock()
+			go q.flush(nil) // the in-flight slot goes with it
+			return
+		}
+		batch, size := q.takeBatchLocked()
 		q.mu.Unlock()
 		q.apply(batch, size)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
