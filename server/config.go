@@ -84,11 +84,12 @@ type Config struct {
 	// SnapshotInterval is how often raft checks the threshold (randomised
 	// up to 2x).
 	SnapshotInterval time.Duration
-	// RaftLog is the raft log and stable store: RaftLogBolt (DATA/raft.db,
-	// the default; "" means it too) or RaftLogWAL (DATA/wal/). A data
-	// directory with a bolt log started with wal is migrated at start and
-	// its raft.db kept as raft.db.migrated; one with a wal log is refused
-	// with bolt.
+	// RaftLog is the raft log and stable store: RaftLogWAL (DATA/wal/, the
+	// default; "" means it too) or RaftLogBolt (DATA/raft.db). A data
+	// directory with a bolt log (made by a build before wal was the
+	// default, or by restore) started with wal is migrated at start and its
+	// raft.db kept as raft.db.migrated; one with a wal log is refused with
+	// bolt.
 	RaftLog string
 	// NoSync turns fsync of the raft log off. Only for tests that measure
 	// something else; never set by chubbyd.
@@ -178,7 +179,7 @@ func DefaultConfig() Config {
 		MaxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
 		CreateSessionRate:       DefaultCreateSessionRate,
 		MaxFrameMemory:          DefaultMaxFrameMemory,
-		RaftLog:                 RaftLogBolt,
+		RaftLog:                 RaftLogWAL,
 		SnapshotThreshold:       8192,
 		TrailingLogs:            10240,
 		SnapshotInterval:        30 * time.Second,

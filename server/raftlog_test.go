@@ -28,6 +28,7 @@ func TestRaftLogMigratesToWAL(t *testing.T) {
 	t.Parallel()
 	c := cell.StartCluster(t, 3, cell.WithServerConfig(func(i int, cfg *server.Config) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 50*time.Millisecond
+		cfg.RaftLog = server.RaftLogBolt // as a build before wal was the default made it
 	}))
 	c.WaitMaster(t, nil)
 	// One context for the whole migration, which takes several restarts

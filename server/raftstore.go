@@ -56,7 +56,7 @@ var (
 )
 
 // openRaftStores opens a data directory's raft stores: the log and stable
-// store of kind (RaftLogBolt or RaftLogWAL; "" is bolt) and the snapshot
+// store of kind (RaftLogWAL or RaftLogBolt; "" is wal, the default) and the snapshot
 // store (two snapshots kept). The server and RestoreDataDir share it, so
 // both agree on the layout.
 //
@@ -69,9 +69,9 @@ func openRaftStores(dataDir, kind string, noSync bool, log hclog.Logger) (raftSt
 		err   error
 	)
 	switch kind {
-	case "", RaftLogBolt:
+	case RaftLogBolt:
 		store, err = openBolt(dataDir, noSync)
-	case RaftLogWAL:
+	case "", RaftLogWAL:
 		store, err = openWALMigrating(dataDir, noSync, log)
 	default:
 		err = fmt.Errorf("raft-log %q: want %q or %q", kind, RaftLogBolt, RaftLogWAL)
