@@ -16,12 +16,16 @@ type timedLogStore struct {
 	raft.LogStore
 	observe   prometheus.Observer
 	monotonic bool
+	// stored is told how many command entries each write stored (nil:
+	// nobody asks); the proposer paces its entries by it.
+	stored func(n int)
 }
 
 func (t timedLogStore) StoreLog(l *raft.Log) error {
 	start := time.Now()
 	err := t.LogStore.StoreLog(l)
 	t.observe.Observe(time.Since(start).Seconds())
+	t.report(err, l)
 	return err
 }
 
@@ -29,7 +33,22 @@ func (t timedLogStore) StoreLogs(logs []*raft.Log) error {
 	start := time.Now()
 	err := t.LogStore.StoreLogs(logs)
 	t.observe.Observe(time.Since(start).Seconds())
+	t.report(err, logs...)
 	return err
+}
+
+// report tells stored how many command entries a write stored.
+func (t timedLogStore) report(err error, logs ...*raft.Log) {
+	if t.stored == nil || err != nil {
+		return
+	}
+	n := 0
+	for _, l := range logs {
+		if l.Type == raft.LogCommand {
+			n++
+		}
+	}
+	t.stored(n)
 }
 
 // IsMonotonic is the raft.MonotonicLogStore answer of the store under every

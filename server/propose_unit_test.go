@@ -100,3 +100,80 @@ func TestProposerIsFairBetweenSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestProposerPacedByLogStore (issue 13): paced, an entry is not formed
+// while another sent waits to be written; once the log store reports the
+// write, the next entry takes every command that queued meanwhile (not
+// just the first, as unpaced). An entry that is never written (its Apply
+// failed: leadership lost) does not stop the queue.
+func TestProposerPacedByLogStore(t *testing.T) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x"})
+	submitter := func(t *testing.T, q *proposer) func(sess uint64) {
+		return func(sess uint64) {
+			cmd := fs.NewCommand(&fs.Release{Path: "/ls/local/f"})
+			cmd.Session = sess
+			enc, err := cmd.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.submit(&proposal{queue: queueKey{session: sess}, enc: enc, done: make(chan struct{})})
+		}
+	}
+	inflight := func(q *proposer) int { q.mu.Lock(); defer q.mu.Unlock(); return q.inflight }
+	sessions := func(cmds []*fs.Command) (out []uint64) {
+		for _, c := range cmds {
+			out = append(out, c.Session)
+		}
+		return out
+	}
+
+	t.Run("paced", func(t *testing.T) {
+		g := &gatedRaft{gate: make(chan struct{})}
+		q := newProposer(g, session.NewManualClock(unitStart), h, h)
+		q.pace()
+		submit := submitter(t, q)
+		submit(1)
+		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		for s := uint64(2); s <= 4; s++ {
+			submit(s) // the decision to send is made in submit: none is
+		}
+		if n := inflight(q); n != 1 {
+			t.Fatalf("%d entries in flight before the first was written, want 1", n)
+		}
+		q.stored(1) // the first entry is on disk
+		wait.For(t, 0, "the second entry sent", func() bool { return g.entry(1) != nil })
+		if got := sessions(g.entry(1)); len(got) != 3 {
+			t.Fatalf("second entry holds sessions %v, want the 3 that queued during the write", got)
+		}
+		close(g.gate)
+	})
+
+	t.Run("unpaced", func(t *testing.T) {
+		g := &gatedRaft{gate: make(chan struct{})}
+		q := newProposer(g, session.NewManualClock(unitStart), h, h)
+		submit := submitter(t, q)
+		submit(1)
+		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		submit(2)
+		wait.For(t, 0, "the second entry sent", func() bool { return g.entry(1) != nil })
+		submit(3)
+		submit(4)
+		if got := sessions(g.entry(1)); len(got) != 1 {
+			t.Fatalf("unpaced second entry holds sessions %v, want only the first to queue", got)
+		}
+		close(g.gate)
+	})
+
+	t.Run("never written", func(t *testing.T) {
+		g := &gatedRaft{gate: make(chan struct{})}
+		q := newProposer(g, session.NewManualClock(unitStart), h, h)
+		q.pace()
+		submit := submitter(t, q)
+		submit(1)
+		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		submit(2)
+		g.gate <- struct{}{} // the first Apply returns without a write reported
+		wait.For(t, 0, "the queued command sent all the same", func() bool { return g.entry(1) != nil })
+		close(g.gate)
+	})
+}

@@ -41,7 +41,11 @@ func (s *Server) startRaft() error {
 	if s.cfg.WrapLogStore != nil {
 		logStore = s.cfg.WrapLogStore(store)
 	}
-	logStore = timedLogStore{LogStore: logStore, observe: s.metrics.logStore, monotonic: isMonotonic(store)}
+	// The proposer exists before raft: the log store reports its writes
+	// to it from raft's first append.
+	s.proposer = newProposer(nil, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
+	s.proposer.pace()
+	logStore = timedLogStore{LogStore: logStore, observe: s.metrics.logStore, monotonic: isMonotonic(store), stored: s.proposer.stored}
 	logs, err := raft.NewLogCache(1024, logStore)
 	if err != nil {
 		store.Close()
@@ -92,8 +96,8 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
+	s.proposer.raft = r
 	s.startObserver()
-	s.proposer = newProposer(r, s.clock, s.metrics.applyLatency, s.metrics.batchSize)
 	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
 	return nil
 }
