@@ -43,6 +43,8 @@ type conn struct {
 	queue     chan func(park func())
 	running   chan struct{} // a value per running call, maxRunning at most
 	queueOnce sync.Once
+	// workers runs the calls (nil: a goroutine each).
+	workers *workerPool
 
 	nc net.Conn
 	// principal is who the connection speaks for: its TLS certificate's
@@ -114,7 +116,7 @@ func (c *conn) spawn(run func(park func())) {
 	}
 	select {
 	case c.running <- struct{}{}: // the common case: start it now
-		go c.runParked(run)
+		c.start(run)
 		return
 	default:
 	}
@@ -136,11 +138,20 @@ func (c *conn) runQueue() {
 			case <-c.closed:
 				return
 			}
-			go c.runParked(run)
+			c.start(run)
 		case <-c.closed:
 			return
 		}
 	}
+}
+
+// start runs a call that holds a running slot on a worker.
+func (c *conn) start(run func(park func())) {
+	if c.workers == nil {
+		go c.runParked(run)
+		return
+	}
+	c.workers.run(func() { c.runParked(run) })
 }
 
 // runParked runs a call that holds a running slot, freeing the slot when
@@ -274,7 +285,7 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
-		c := &conn{id: s.connSeq.Add(1), log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames,
+		c := &conn{id: s.connSeq.Add(1), log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames, workers: s.workers,
 			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
 		s.connsMu.Lock()
 		if s.closing.Load() {

@@ -61,6 +61,7 @@ type Server struct {
 	watch   *raftWatch
 	// connSeq numbers accepted connections (conn.id).
 	connSeq  atomic.Uint64
+	workers  *workerPool // runs the connections' calls
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
 	shutdown chan struct{}
@@ -125,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:    newMetrics(),
 	}
 	m := s.metrics
+	s.workers = newWorkerPool(s.shutdown)
 	s.frames = semaphore.NewWeighted(cfg.MaxFrameMemory)
 	s.waits = newLockWaits(cfg.Clock, m.lockWait)
 	s.journal = newJournal(cfg.Clock)
