@@ -69,9 +69,15 @@ type Cache struct {
 	enabled  bool
 	gen      uint64         // bumped by every invalidation and flush
 	writing  map[string]int // paths with writes of this client in flight: not filled
-	stats    Stats          // invalidations; hits and misses are counted below
-	hits     atomic.Uint64
-	misses   atomic.Uint64
+	// invalAt: per path, the master's invalidation number (an upper
+	// bound) of the last invalidation of it (InvalidateAt); invalFloor
+	// stands for every path once invalAt outgrew maxInvalAt. A Refill
+	// numbered below either is older than that invalidation.
+	invalAt    map[string]uint64
+	invalFloor uint64
+	stats      Stats // invalidations; hits and misses are counted below
+	hits       atomic.Uint64
+	misses     atomic.Uint64
 }
 
 type item struct {
@@ -89,7 +95,7 @@ func New(cfg Config) *Cache {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 64 << 20
 	}
-	return &Cache{cfg: cfg, entries: map[Key]*list.Element{}, writing: map[string]int{}, enabled: true}
+	return &Cache{cfg: cfg, entries: map[Key]*list.Element{}, writing: map[string]int{}, invalAt: map[string]uint64{}, enabled: true}
 }
 
 // SetLeaseEnd records the end of the session's local lease: no entry is
@@ -144,6 +150,10 @@ func (c *Cache) Put(k Key, v Value, tok Token) {
 	if !c.enabled || uint64(tok) != c.gen || c.writing[k.Path] > 0 {
 		return
 	}
+	c.storeLocked(k, v)
+}
+
+func (c *Cache) storeLocked(k Key, v Value) {
 	it := &item{key: k, val: v, size: v.size(k)}
 	if it.size > c.cfg.MaxBytes {
 		return
@@ -218,11 +228,72 @@ func (c *Cache) invalidateLocked(paths []string) {
 	}
 }
 
+// InvalidateAt is Invalidate for invalidations the master numbered up to
+// seq (a KeepAlive reply's InvalSeq): it also remembers seq for each path,
+// so that a Refill numbered below it — contents the master sent before
+// this invalidation — is refused, whichever of the two arrives first.
+func (c *Cache) InvalidateAt(seq uint64, paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invalidateLocked(paths)
+	for _, p := range paths {
+		c.invalAt[p] = max(c.invalAt[p], seq)
+	}
+	if len(c.invalAt) > maxInvalAt {
+		// Bounded memory: one number for every path, the largest
+		// (Refills of paths invalidated long ago are refused a while).
+		for _, n := range c.invalAt {
+			c.invalFloor = max(c.invalFloor, n)
+		}
+		clear(c.invalAt)
+	}
+}
+
+// maxInvalAt bounds the paths whose last invalidation number is kept.
+const maxInvalAt = 4096
+
+// Refill stores the contents and stat of a file that the master sent with
+// an event, numbered seq by the master's invalidations (wire.EventContents):
+// the master counts the session among the file's cachers from then on, as
+// for a read. It is refused — and reports false — when the cache is
+// disabled, the client is writing the path, an invalidation of the path
+// numbered above seq has arrived (InvalidateAt), the entry cached now is
+// negative or as new (instance, then content generation), or v is absent.
+// It voids no in-flight fill (a read's answer cacheable then is not older).
+func (c *Cache) Refill(k Key, v Value, seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || v.Absent || c.writing[k.Path] > 0 || seq < c.invalFloor || seq < c.invalAt[k.Path] {
+		return false
+	}
+	if e, ok := c.entries[k]; ok {
+		old := e.Value.(*item).val
+		if old.Absent || !newer(v.Stat, old.Stat) {
+			return false
+		}
+	}
+	c.storeLocked(k, v)
+	_, ok := c.entries[k]
+	return ok
+}
+
+// newer reports whether stat a is of a later write than b: a later
+// instance of the node, or a later content generation of the same one.
+func newer(a, b fs.Stat) bool {
+	if a.Instance != b.Instance {
+		return a.Instance > b.Instance
+	}
+	return a.ContentGen > b.ContentGen
+}
+
 // Flush drops everything (master failover) and makes in-flight fills void.
+// It forgets the invalidation numbers too: a new master's start afresh.
 func (c *Cache) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flushLocked()
+	clear(c.invalAt)
+	c.invalFloor = 0
 }
 
 func (c *Cache) flushLocked() {

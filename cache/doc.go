@@ -8,7 +8,11 @@
 //	                                   (dropped if any invalidation or flush
 //	                                    happened after Begin)
 //	serve: c.Get(key, now) — a hit only if now < lease end and enabled
-//	KeepAlive reply with invalidations ──▶ c.Invalidate(paths) ──▶ ack
+//	KeepAlive reply with invalidations ──▶ c.InvalidateAt(seq, paths) ──▶ ack
+//	event with contents (numbered n)  ──▶ c.Refill(key, value, n)
+//	                                   (refused if an invalidation of the
+//	                                    path numbered above n arrived, or
+//	                                    the entry is as new, or writing)
 //	jeopardy ──▶ c.Disable() (flush, serve nothing) ; safe ──▶ c.Enable()
 //	master failover ──▶ c.Flush()
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/cache"
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // CacheStats are the client cache's counters.
@@ -17,12 +18,16 @@ type CacheStats struct {
 	Entries       int    `json:"entries"`
 	Bytes         int    `json:"bytes"`
 	Invalidations uint64 `json:"invalidations"`
+	// Refills counts entries filled from the contents an event carried
+	// (a watched file's new value, with its contents_modified event).
+	Refills uint64 `json:"refills"`
 }
 
 // CacheStats returns the client cache's counters.
 func (c *Client) CacheStats() CacheStats {
 	s := c.cache.Stats()
-	return CacheStats{Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes, Invalidations: s.Invalidations}
+	return CacheStats{Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes, Invalidations: s.Invalidations,
+		Refills: c.refills.Load()}
 }
 
 // cached answers a lookup of key from the cache; a stat is also answered by
@@ -60,4 +65,22 @@ func (h *Handle) checkInstance(v cache.Value) error {
 		return fmt.Errorf("%w: %s: the node this handle opened was deleted", ErrStaleHandle, h.path)
 	}
 	return nil
+}
+
+// refill installs the contents a contents_modified event carries, before
+// the event is delivered, so that a read right after it is a cache hit.
+// Only for a node some handle still watches with contents; cache.Refill
+// refuses contents older than what the cache knows (see server/fill.go
+// for why this keeps DESIGN invariant 5).
+func (c *Client) refill(ev wire.Event) {
+	c.mu.Lock()
+	want := c.watches[ev.Path]&wire.EvContents != 0
+	c.mu.Unlock()
+	if !want {
+		return
+	}
+	v := cache.Value{Data: ev.Contents.Data, Stat: ev.Contents.Stat}
+	if c.cache.Refill(cache.Key{Path: ev.Path, Kind: cache.Contents}, v, ev.Contents.InvalSeq) {
+		c.refills.Add(1)
+	}
 }

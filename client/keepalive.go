@@ -27,6 +27,7 @@ func (c *Client) keepAliveLoop() {
 	c.mu.Unlock()
 	type result struct {
 		sentAt time.Time
+		epoch  uint64 // the master's the KeepAlive went to
 		rep    wire.KeepAliveReply
 		err    error
 		conn   *rpcConn
@@ -69,7 +70,7 @@ func (c *Client) keepAliveLoop() {
 			go func() {
 				var rep wire.KeepAliveReply
 				err := conn.call(ctx, wire.MKeepAlive, epoch, c.session(), args, &rep)
-				results <- result{now, rep, err, conn}
+				results <- result{now, epoch, rep, err, conn}
 			}()
 		}
 		c.mu.Lock()
@@ -105,7 +106,7 @@ func (c *Client) keepAliveLoop() {
 			case r.err == nil:
 				retry.reset()
 				urgent = false
-				c.renewed(r.sentAt, r.rep)
+				c.renewed(r.sentAt, r.epoch, r.rep)
 			case errors.Is(r.err, ErrSessionExpired):
 				c.expire()
 				return
@@ -141,13 +142,24 @@ func (c *Client) keepAliveLoop() {
 	}
 }
 
-// renewed applies a KeepAlive answer: invalidations, events, then the
-// renewed local lease (from sentAt, when that KeepAlive was sent).
-func (c *Client) renewed(sentAt time.Time, rep wire.KeepAliveReply) {
+// renewed applies a KeepAlive answer of the master of epoch: invalidations,
+// events (refilling the cache from those that carry contents before
+// delivering them), then the renewed local lease (from sentAt, when that
+// KeepAlive was sent).
+func (c *Client) renewed(sentAt time.Time, epoch uint64, rep wire.KeepAliveReply) {
+	c.mu.Lock()
+	current := epoch == c.epoch // not an answer of a master since replaced
+	c.mu.Unlock()
 	// Invalidations first: the renewed lease below must not make a dropped
-	// entry servable again.
+	// entry servable again. Their numbers are recorded before they are
+	// acknowledged: a write commits only once its invalidation is, and
+	// from then on no event of an earlier write refills (server/fill.go).
 	if len(rep.Invalidations) > 0 {
-		c.cache.Invalidate(rep.Invalidations...)
+		if current {
+			c.cache.InvalidateAt(rep.InvalSeq, rep.Invalidations...)
+		} else {
+			c.cache.Invalidate(rep.Invalidations...)
+		}
 	}
 	c.invalAck.Store(rep.InvalSeq)
 	for _, ev := range rep.Events {
@@ -156,6 +168,9 @@ func (c *Client) renewed(sentAt time.Time, rep wire.KeepAliveReply) {
 			c.mu.Lock()
 			delete(c.watches, ev.Path)
 			c.mu.Unlock()
+		}
+		if ev.Contents != nil && current {
+			c.refill(ev)
 		}
 		c.emit(Event{Type: EventType(ev.Type), Path: ev.Path})
 	}

@@ -60,7 +60,10 @@ func NoCache() OpenOption { return func(o *openOpts) { o.noCache = true } }
 
 // WithEvents subscribes the handle to events on its node; they arrive on
 // Client.Events with the node's path (the child's, for child events).
-// With no types, every handle event is subscribed.
+// With no types, every handle event is subscribed. A handle that caches
+// (no NoCache, caching on) gets a small file's new contents with its
+// contents_modified event, installed in the cache before the event is
+// delivered: a read right after the event is answered from the cache.
 func WithEvents(types ...EventType) OpenOption {
 	return func(o *openOpts) {
 		if len(types) == 0 {
@@ -93,6 +96,11 @@ func (c *Client) Open(ctx context.Context, path string, opts ...OpenOption) (*Ha
 	}
 	if err := check(c.Cell(), path); err != nil {
 		return nil, err
+	}
+	if args.Events&wire.EvContentsModified != 0 && !o.noCache && !c.cfg.DisableCache {
+		// The handle reads through the cache: its contents_modified
+		// events may bring the new contents along to refill it.
+		args.Events |= wire.EvContents
 	}
 	h := &Handle{c: c, path: path, events: args.Events, noCache: o.noCache}
 	if !args.Create && args.Events == 0 && !o.noCache {

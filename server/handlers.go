@@ -163,7 +163,7 @@ func (s *Server) open(c *call, a *wire.OpenArgs) (any, error) {
 		if err := s.readAs(c, a.Path, func(*fs.State) error { return nil }); err != nil {
 			return err
 		}
-		s.watches.watch(c.req.Session, a.Path, a.Events&wire.EvAll)
+		s.watches.watch(c.req.Session, a.Path, a.Events&(wire.EvAll|wire.EvContents))
 		return nil
 	}
 	if !a.Create {

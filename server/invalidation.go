@@ -47,7 +47,10 @@ type tracker struct {
 
 	mu sync.Mutex
 
-	cachers    map[string]map[uint64]struct{}
+	// cachers: per path, the sessions that may cache it; true for one
+	// admitted by an event fill (fill.go), which is invalidated even by
+	// its own writes.
+	cachers    map[string]map[uint64]bool
 	cachedBy   map[uint64]map[string]struct{} // session → paths, to forget a session
 	uncachable map[string]int
 	// allUncachable counts the writes of every path in flight (an ACL
@@ -97,7 +100,7 @@ func newTracker(sessions cacheSessions, clock session.Clock, log hclog.Logger, i
 func (t *tracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.cachers = map[string]map[uint64]struct{}{}
+	t.cachers = map[string]map[uint64]bool{}
 	t.cachedBy = map[uint64]map[string]struct{}{}
 	t.uncachable = map[string]int{}
 	t.allUncachable = 0
@@ -112,9 +115,20 @@ func (t *tracker) admit(session uint64, path string) bool {
 	if t.uncachable[path] > 0 || t.allUncachable > 0 {
 		return false
 	}
-	addTo(t.cachers, path, session)
-	addTo(t.cachedBy, session, path)
+	t.addCacherLocked(session, path, false)
 	return true
+}
+
+// addCacherLocked records that session may cache path; byEvent marks an
+// event fill's admission, which sticks until a write takes the cachers.
+func (t *tracker) addCacherLocked(session uint64, path string, byEvent bool) {
+	set, ok := t.cachers[path]
+	if !ok {
+		set = map[uint64]bool{}
+		t.cachers[path] = set
+	}
+	set[session] = set[session] || byEvent
+	addTo(t.cachedBy, session, path)
 }
 
 func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
@@ -158,9 +172,13 @@ func (t *tracker) beforeWrite(writer uint64, paths []string) (func(), error) {
 			earlier = append(earlier, prev)
 		}
 		t.latest[p] = round
-		for sess := range t.cachers[p] {
+		for sess, byEvent := range t.cachers[p] {
 			delete(t.cachedBy[sess], p)
-			if sess != writer { // the writer dropped its own entries before sending
+			// The writer dropped its own entries before sending, and fills
+			// none while its write is in flight; but an event fill of an
+			// earlier write may still be on its way to it and land after
+			// its write returned: it is invalidated too (fill.go).
+			if sess != writer || byEvent {
 				targets[sess] = append(targets[sess], p)
 			}
 		}

@@ -117,8 +117,11 @@ func (l *lease) replyLocked() wire.KeepAliveReply {
 	}
 	n := 0
 	for n < len(l.events) {
-		if budget -= len(l.events[n].Path) + 24; budget < 0 && n > 0 {
+		if budget -= eventCost(l.events[n]); budget < 0 && n > 0 {
 			break
+		}
+		if c := l.events[n].Contents; c != nil {
+			l.fillBytes -= len(c.Data)
 		}
 		n++
 	}
@@ -248,6 +251,8 @@ func (t *leaseTable) unflushed(except uint64) []ackWait {
 const maxQueuedEvents = 1024
 
 // pushEvents queues events for a session and answers its parked KeepAlive.
+// An event's contents are stamped with the session's invalidation number
+// as of now (fill.go), or dropped if maxQueuedFillBytes already wait.
 func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 	t.mu.Lock()
 	l, ok := t.m[id]
@@ -259,6 +264,16 @@ func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 		if len(l.events) >= maxQueuedEvents {
 			l.dropped++
 			continue
+		}
+		if e.Contents != nil {
+			if l.fillBytes+len(e.Contents.Data) > maxQueuedFillBytes {
+				e.Contents = nil
+			} else {
+				c := *e.Contents // shared by the watchers: each its own number
+				c.InvalSeq = l.invalSeq
+				e.Contents = &c
+				l.fillBytes += len(c.Data)
+			}
 		}
 		l.events = append(l.events, e)
 	}

@@ -114,6 +114,8 @@ type lease struct {
 	// Events waiting for the next KeepAlive reply.
 	events  []wire.Event
 	dropped uint64
+	// fillBytes: the event contents (fill.go) among events.
+	fillBytes int
 	// unflushed is open while a session carried over from an earlier master
 	// has not sent this master a KeepAlive: its client may not have heard of
 	// the failover and may still serve what it cached under the old master,

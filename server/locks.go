@@ -254,7 +254,7 @@ func (s *Server) onApply(cmd *fs.Command, res *fs.Result) {
 		s.watches.forget(id)
 	}
 	if s.IsMaster() {
-		s.watches.publish(res.Changes)
+		s.watches.publish(res.Changes, fillOffer(cmd, res))
 	}
 	if len(res.Grants) > 0 || len(res.Cancelled) > 0 {
 		ended := map[uint64]bool{}

@@ -136,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		m.lease())
 	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, m.invalWaiting, s.shutdown, cfg.NodeID)
 	s.watches = newWatchTable(s.leases, m.events)
+	s.watches.fills = s.admitFills
 	s.delays = newLockDelays(cfg.Clock, s.grantDelayed)
 	s.backups = newBackups(cfg.Clock)
 	s.fsm.onApply = s.onApply

@@ -16,6 +16,10 @@ import (
 type watchTable struct {
 	queue  eventQueue
 	events prometheus.Counter
+	// fills decides which watchers asking for contents get a write's
+	// (Server.admitFills) and runs queue, which queues every event of
+	// the publish, with its decision. nil: no event carries contents.
+	fills func(path string, sessions []uint64, queue func(admitted map[uint64]bool))
 
 	mu        sync.Mutex
 	watches   map[string]map[uint64]uint32 // path → session → event mask
@@ -83,18 +87,30 @@ func (t *watchTable) watch(session uint64, path string, mask uint32) {
 
 // publish turns an applied command's changes into events for the sessions
 // watching the nodes, queued on their KeepAlive replies in commit order.
-func (t *watchTable) publish(changes []fs.Change) {
+// fill, if not nil, is what the command wrote (fillOffer): the
+// contents_modified events of the watchers that asked for contents
+// (wire.EvContents) carry it if t.fills admits them (fill.go).
+func (t *watchTable) publish(changes []fs.Change, fill *wire.EventContents) {
 	if len(changes) == 0 {
 		return
 	}
 	out := map[uint64][]wire.Event{}
+	var fillPath string
+	var fillers []uint64
 	t.mu.Lock()
 	emit := func(watched string, typ wire.EventType, path string) {
 		bit := typ.Bit()
 		for sess, mask := range t.watches[watched] {
-			if mask&bit != 0 {
-				out[sess] = append(out[sess], wire.Event{Type: typ, Path: path})
+			if mask&bit == 0 {
+				continue
 			}
+			ev := wire.Event{Type: typ, Path: path}
+			if fill != nil && typ == wire.EventContentsModified && mask&wire.EvContents != 0 && t.fills != nil {
+				ev.Contents = fill
+				fillPath = path
+				fillers = append(fillers, sess)
+			}
+			out[sess] = append(out[sess], ev)
 		}
 	}
 	for _, ch := range changes {
@@ -119,8 +135,20 @@ func (t *watchTable) publish(changes []fs.Change) {
 		}
 	}
 	t.mu.Unlock()
-	for sess, evs := range out {
-		t.events.Add(float64(len(evs)))
-		t.queue.pushEvents(sess, evs)
+	queue := func(admitted map[uint64]bool) {
+		for sess, evs := range out {
+			if !admitted[sess] {
+				for i := range evs {
+					evs[i].Contents = nil
+				}
+			}
+			t.events.Add(float64(len(evs)))
+			t.queue.pushEvents(sess, evs)
+		}
 	}
+	if len(fillers) == 0 {
+		queue(nil)
+		return
+	}
+	t.fills(fillPath, fillers, queue)
 }
