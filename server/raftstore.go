@@ -162,7 +162,7 @@ func openWAL(dir string, noSync bool, log hclog.Logger) (*walStore, error) {
 }
 
 // walStore is a raft-wal log whose Close also closes its metadata bbolt
-// file: WAL.Close (v0.4.0) leaves it open, and its file lock would make the
+// file: WAL.Close (v0.4.0, v0.4.1) leaves it open, and its file lock would make the
 // next open in the same process (a restart in a test, a migration then the
 // open) wait forever.
 type walStore struct {

@@ -269,3 +269,47 @@ func TestTimedLogStoreMonotonic(t *testing.T) {
 		t.Error("bolt store reported monotonic")
 	}
 }
+
+// TestWALTailTruncationSurvivesRestart: a follower whose log suffix is
+// cleared (raft's DeleteRange of the tail on a conflicting append), which
+// then appends again and restarts, reads its whole log. raft-wal v0.4.0
+// marked the truncated tail segment sealed without writing its index
+// block, so after a restart every read of it failed with "sealed segment
+// has no index block" and the server could not start its raft (found by
+// TestNemesisTLS: a killed follower never rejoined); v0.4.1 fixes it
+// (hashicorp/raft-wal#31).
+func TestWALTailTruncationSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	entry := func(i, term uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte(fmt.Sprint("entry ", i, " term ", term))}
+	}
+	s := openWALStore(t, dir)
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		logs = append(logs, entry(i, 1))
+	}
+	must(t, s.StoreLogs(logs))
+	must(t, s.DeleteRange(8, 10)) // "clearing log suffix: from=8 to=10"
+	logs = nil
+	for i := uint64(8); i <= 12; i++ {
+		logs = append(logs, entry(i, 2))
+	}
+	must(t, s.StoreLogs(logs))
+	must(t, s.Close())
+
+	s = openWALStore(t, dir)
+	defer s.Close()
+	_, got := dumpStore(t, s)
+	if len(got) != 12 {
+		t.Fatalf("after restart: %d entries, want 12", len(got))
+	}
+	for _, l := range got {
+		want := uint64(1)
+		if l.Index >= 8 {
+			want = 2
+		}
+		if l.Term != want || string(l.Data) != fmt.Sprint("entry ", l.Index, " term ", want) {
+			t.Errorf("entry %d: term %d %q, want term %d", l.Index, l.Term, l.Data, want)
+		}
+	}
+}
