@@ -127,13 +127,22 @@ func TestProposerPacedByLogStore(t *testing.T) {
 		return out
 	}
 
-	t.Run("paced", func(t *testing.T) {
+	// start has a proposer (paced or not) send session 1's entry, which
+	// waits in raft (gated) for the test.
+	start := func(t *testing.T, paced bool) (*gatedRaft, *proposer, func(uint64)) {
 		g := &gatedRaft{gate: make(chan struct{})}
 		q := newProposer(g, session.NewManualClock(unitStart), h, h)
-		q.pace()
+		if paced {
+			q.pace()
+		}
 		submit := submitter(t, q)
 		submit(1)
 		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		return g, q, submit
+	}
+
+	t.Run("paced", func(t *testing.T) {
+		g, q, submit := start(t, true)
 		for s := uint64(2); s <= 4; s++ {
 			submit(s) // the decision to send is made in submit: none is
 		}
@@ -149,11 +158,7 @@ func TestProposerPacedByLogStore(t *testing.T) {
 	})
 
 	t.Run("unpaced", func(t *testing.T) {
-		g := &gatedRaft{gate: make(chan struct{})}
-		q := newProposer(g, session.NewManualClock(unitStart), h, h)
-		submit := submitter(t, q)
-		submit(1)
-		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		g, _, submit := start(t, false)
 		submit(2)
 		wait.For(t, 0, "the second entry sent", func() bool { return g.entry(1) != nil })
 		submit(3)
@@ -165,12 +170,7 @@ func TestProposerPacedByLogStore(t *testing.T) {
 	})
 
 	t.Run("never written", func(t *testing.T) {
-		g := &gatedRaft{gate: make(chan struct{})}
-		q := newProposer(g, session.NewManualClock(unitStart), h, h)
-		q.pace()
-		submit := submitter(t, q)
-		submit(1)
-		wait.For(t, 0, "the first entry sent", func() bool { return g.entry(0) != nil })
+		g, _, submit := start(t, true)
 		submit(2)
 		g.gate <- struct{}{} // the first Apply returns without a write reported
 		wait.For(t, 0, "the queued command sent all the same", func() bool { return g.entry(1) != nil })

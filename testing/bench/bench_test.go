@@ -104,6 +104,13 @@ func dialWith(b *testing.B, cfg client.Config, n int) []*client.Client {
 	return out
 }
 
+// pctMS is the p-quantile (0..1) of ds in milliseconds.
+func pctMS(ds []time.Duration, p float64) float64 {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
+}
+
 // latencies collects per-operation durations from many goroutines.
 type latencies struct {
 	mu sync.Mutex

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"syscall"
 	"testing"
@@ -170,21 +169,17 @@ func BenchmarkConfigDistribution(b *testing.B) {
 			allLat = append(allLat, last)
 			sessLat = append(sessLat, seen...)
 		}
-		pct := func(ds []time.Duration, p float64) float64 {
-			s := append([]time.Duration(nil), ds...)
-			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-			return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
-		}
-		b.ReportMetric(pct(writeLat, 0.5), "write-p50-ms")
-		b.ReportMetric(pct(writeLat, 0.99), "write-p99-ms")
-		b.ReportMetric(pct(allLat, 0.5), "all-p50-ms")
-		b.ReportMetric(pct(allLat, 0.99), "all-p99-ms")
-		b.ReportMetric(pct(sessLat, 0.5), "session-p50-ms")
-		b.ReportMetric(pct(sessLat, 0.99), "session-p99-ms")
+		b.ReportMetric(pctMS(writeLat, 0.5), "write-p50-ms")
+		b.ReportMetric(pctMS(writeLat, 0.99), "write-p99-ms")
+		b.ReportMetric(pctMS(allLat, 0.5), "all-p50-ms")
+		b.ReportMetric(pctMS(allLat, 0.99), "all-p99-ms")
+		b.ReportMetric(pctMS(sessLat, 0.5), "session-p50-ms")
+		b.ReportMetric(pctMS(sessLat, 0.99), "session-p99-ms")
 	})
 }
 
-// dialParallel dials n clients, 32 at a time.
+// dialParallel dials n clients, 32 at a time, closed when the benchmark
+// ends.
 func dialParallel(b *testing.B, addr string, n int) []*client.Client {
 	out := make([]*client.Client, n)
 	errs := make(chan error, n)
@@ -208,16 +203,7 @@ func dialParallel(b *testing.B, addr string, n int) []*client.Client {
 	}
 	wg.Wait()
 	close(errs)
-	b.Cleanup(func() { // closing ends each session with a raft write: in parallel
-		var wg sync.WaitGroup
-		for _, c := range out {
-			if c != nil {
-				wg.Add(1)
-				go func() { defer wg.Done(); c.Close() }()
-			}
-		}
-		wg.Wait()
-	})
+	b.Cleanup(func() { closeAll(out) })
 	for err := range errs {
 		b.Fatal(err)
 	}

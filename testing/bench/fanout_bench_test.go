@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,8 +48,8 @@ func fanout(b *testing.B, n int) {
 	if _, err := writer.WriteFile(ctx, path, value(0)); err != nil {
 		b.Fatal(err)
 	}
-	readers := dialAll(b, addr, n)
-	defer closeAll(readers)
+	readers := dialParallel(b, addr, n)
+	defer closeAll(readers) // before the next size's readers, not at the end
 
 	// A round's state: when each reader had the value, and how many have
 	// not yet. The subscriber runs after the fill, before delivery.
@@ -140,52 +139,17 @@ func fanout(b *testing.B, n int) {
 			drain()
 			b.StartTimer()
 		}
-		pct := func(ds []time.Duration, p float64) float64 {
-			s := append([]time.Duration(nil), ds...)
-			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-			return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
-		}
-		b.ReportMetric(pct(fill, 0.5), "fill-p50-ms")
-		b.ReportMetric(pct(fill, 0.99), "fill-p99-ms")
-		b.ReportMetric(pct(last, 0.5), "last-p50-ms")
-		b.ReportMetric(pct(last, 0.99), "last-p99-ms")
-		b.ReportMetric(pct(write, 0.5), "write-p50-ms")
+		b.ReportMetric(pctMS(fill, 0.5), "fill-p50-ms")
+		b.ReportMetric(pctMS(fill, 0.99), "fill-p99-ms")
+		b.ReportMetric(pctMS(last, 0.5), "last-p50-ms")
+		b.ReportMetric(pctMS(last, 0.99), "last-p99-ms")
+		b.ReportMetric(pctMS(write, 0.5), "write-p50-ms")
 		b.ReportMetric(float64(misses)/float64(b.N*n), "fill-miss/op")
 	})
 }
 
-// dialAll dials n clients, 32 at a time; closeAll closes them (each ends
-// its session with a raft write: in parallel).
-func dialAll(b *testing.B, addr string, n int) []*client.Client {
-	out := make([]*client.Client, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			c, err := client.Dial(ctx, client.Config{Servers: []string{addr}})
-			if err != nil {
-				errs <- err
-				return
-			}
-			out[i] = c
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		closeAll(out)
-		b.Fatal(err)
-	}
-	return out
-}
-
+// closeAll closes clients in parallel (each ends its session with a raft
+// write).
 func closeAll(cs []*client.Client) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
