@@ -172,6 +172,13 @@ func (q *proposer) enqueue(p *proposal) bool {
 		q.turn = append(q.turn, p.queue)
 	}
 	q.queues[p.queue] = append(q.queues[p.queue], p)
+	if q.inflight == 0 {
+		// Nothing of ours is in raft: an entry never written (its Apply
+		// failed when leadership was lost) must not hold this one back.
+		// No write will come to report it, least of all on a new term's
+		// leader, which writes no command until this one.
+		q.written = q.sent
+	}
 	if q.inflight < maxInflight && (!q.paced || q.written == q.sent) {
 		q.inflight++
 		return true

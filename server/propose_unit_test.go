@@ -176,4 +176,17 @@ func TestProposerPacedByLogStore(t *testing.T) {
 		wait.For(t, 0, "the queued command sent all the same", func() bool { return g.entry(1) != nil })
 		close(g.gate)
 	})
+
+	// An entry never written with nothing queued behind it (leadership lost
+	// while the master was idle), then a command on the next term: it goes
+	// out, though no write came to report the lost entry (a long nemesis
+	// run wedged the new master's first command here).
+	t.Run("never written, then idle", func(t *testing.T) {
+		g, q, submit := start(t, true)
+		g.gate <- struct{}{} // its Apply returns; no write reported
+		wait.For(t, 0, "the proposer idle", func() bool { return inflight(q) == 0 })
+		submit(2)
+		wait.For(t, 0, "the next term's first command sent", func() bool { return g.entry(1) != nil })
+		close(g.gate)
+	})
 }
