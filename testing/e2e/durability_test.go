@@ -20,17 +20,17 @@ import (
 // the middle of the load (no clean shutdown, no leadership transfer); the
 // cell is restarted from its data directories, and every write that was
 // acknowledged before the kill is there with its value. The raft log is
-// chubbyd's default (bolt).
+// -raft-log bolt (raft-boltdb, the default before issue 13).
 func TestDurabilityWholeCellKilled(t *testing.T) {
 	t.Parallel()
-	wholeCellKilled(t, proc.CellOptions{})
+	wholeCellKilled(t, proc.CellOptions{ExtraArgs: []string{"-raft-log", "bolt"}})
 }
 
-// TestDurabilityWholeCellKilledWAL: the same with -raft-log wal (raft-wal:
-// an fsync per appended batch of segment files).
+// TestDurabilityWholeCellKilledWAL: the same with chubbyd's default log
+// store, raft-wal (an fsync per appended batch of segment files).
 func TestDurabilityWholeCellKilledWAL(t *testing.T) {
 	t.Parallel()
-	c := wholeCellKilled(t, proc.CellOptions{ExtraArgs: []string{"-raft-log", "wal"}})
+	c := wholeCellKilled(t, proc.CellOptions{})
 	for _, s := range c.Servers() {
 		if _, err := os.Stat(filepath.Join(s.DataDir, "wal")); err != nil {
 			t.Errorf("%s: no raft-wal log: %v", s.NodeID, err)
