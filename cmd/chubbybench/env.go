@@ -104,6 +104,19 @@ func (e *env) dialAll(ctx context.Context, n int) ([]*client.Client, error) {
 	return out, nil
 }
 
+// dialWithDir dials n clients and makes the run's directory through the
+// last of them.
+func (e *env) dialWithDir(ctx context.Context, n int) ([]*client.Client, error) {
+	cs, err := e.dialAll(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.makeDir(ctx, cs[n-1]); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
 // makeDir makes this run's directory, /ls/CELL/chubbybench/RUNID, with
 // admin's session; close deletes it and every file made by file.
 func (e *env) makeDir(ctx context.Context, admin *client.Client) error {
@@ -214,17 +227,7 @@ func (e *env) timeline(ctx context.Context, warmup, duration time.Duration) (tim
 		return fmt.Sprintf("%s %s: %d ops, %d errors", e.o.workload.name, phase, e.liveOps.Load(), e.liveErrs.Load())
 	})
 	defer stopProg()
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	if warmup > 0 && !sleep(warmup) {
+	if warmup > 0 && !sleepCtx(ctx, warmup) {
 		e.phase.Store(phaseDone)
 		return 0, true
 	}
@@ -233,7 +236,7 @@ func (e *env) timeline(ctx context.Context, warmup, duration time.Duration) (tim
 	}
 	e.phase.Store(phaseMeasure)
 	t0 := time.Now()
-	ok := sleep(duration)
+	ok := sleepCtx(ctx, duration)
 	e.phase.Store(phaseDone)
 	window := time.Since(t0)
 	if e.atEnd != nil {
@@ -257,3 +260,15 @@ func (e *env) result(ws []*worker, window time.Duration, interrupted bool) *Resu
 }
 
 func isNoSuchNode(err error) bool { return errors.Is(err, client.ErrNoSuchNode) }
+
+// sleepCtx waits d or until ctx ends, reporting whether all of d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -49,12 +49,8 @@ func (l *Limiter) Wait(ctx context.Context) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleepCtx(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }

@@ -73,14 +73,11 @@ func (s *fanoutState) waitAll(ctx context.Context, gen uint64, timeout time.Dura
 // runFanout: one writer, N caching readers notified of each write.
 func runFanout(ctx context.Context, e *env) (*Result, error) {
 	n := e.o.clients
-	cs, err := e.dialAll(ctx, n+1)
+	cs, err := e.dialWithDir(ctx, n+1) // the writer, last, makes it
 	if err != nil {
 		return nil, err
 	}
 	readers, writer := cs[:n], cs[n]
-	if err := e.makeDir(ctx, writer); err != nil {
-		return nil, err
-	}
 	path := e.file("config")
 	value := func(round int) []byte {
 		v := bytes.Repeat([]byte("."), e.o.size)

@@ -12,11 +12,8 @@ import (
 
 // runLock: each client Acquires and Releases a lock of its own.
 func runLock(ctx context.Context, e *env) (*Result, error) {
-	cs, err := e.dialAll(ctx, e.o.clients)
+	cs, err := e.dialWithDir(ctx, e.o.clients)
 	if err != nil {
-		return nil, err
-	}
-	if err := e.makeDir(ctx, cs[0]); err != nil {
 		return nil, err
 	}
 	hs, err := openEach(ctx, cs, func(i int) string { return e.file(fmt.Sprintf("lock-%d", i)) }, client.Create(), client.NoCache())
@@ -44,11 +41,8 @@ func runLock(ctx context.Context, e *env) (*Result, error) {
 
 // runContended: every client takes one lock in turn.
 func runContended(ctx context.Context, e *env) (*Result, error) {
-	cs, err := e.dialAll(ctx, e.o.clients)
+	cs, err := e.dialWithDir(ctx, e.o.clients)
 	if err != nil {
-		return nil, err
-	}
-	if err := e.makeDir(ctx, cs[0]); err != nil {
 		return nil, err
 	}
 	path := e.file("lock")

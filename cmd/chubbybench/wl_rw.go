@@ -13,11 +13,8 @@ import (
 
 // runRead: every client reads one small file.
 func runRead(ctx context.Context, e *env) (*Result, error) {
-	cs, err := e.dialAll(ctx, e.o.clients)
+	cs, err := e.dialWithDir(ctx, e.o.clients)
 	if err != nil {
-		return nil, err
-	}
-	if err := e.makeDir(ctx, cs[0]); err != nil {
 		return nil, err
 	}
 	path := e.file("read")
@@ -74,11 +71,8 @@ func runRead(ctx context.Context, e *env) (*Result, error) {
 
 // runWrite: each client writes a file of its own, one write at a time.
 func runWrite(ctx context.Context, e *env) (*Result, error) {
-	cs, err := e.dialAll(ctx, e.o.clients)
+	cs, err := e.dialWithDir(ctx, e.o.clients)
 	if err != nil {
-		return nil, err
-	}
-	if err := e.makeDir(ctx, cs[0]); err != nil {
 		return nil, err
 	}
 	hs, err := openEach(ctx, cs, func(i int) string { return e.file(fmt.Sprintf("write-%d", i)) }, client.Create(), client.NoCache())
