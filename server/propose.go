@@ -114,10 +114,13 @@ func (q *proposer) stored(n int) {
 	}
 }
 
-// mayFormLocked reports whether a flush may form and send the next entry
-// now: unpaced, or every entry sent has been written. An entry that will
-// never be written (leadership lost before the log write) stops counting
-// once no other flush runs: its Apply has returned.
+// mayFormLocked reports whether the caller's flush (counted in inflight)
+// may form and send the next entry now: unpaced, or every entry sent has
+// been written. An entry that will never be written (its Apply failed when
+// leadership was lost before the log write) stops counting once no other
+// flush runs, for then nothing of ours is in raft: no write will come to
+// report it, least of all on a new term's leader, which writes no command
+// until this one.
 func (q *proposer) mayFormLocked() bool {
 	if !q.paced || q.written == q.sent {
 		return true
@@ -172,18 +175,15 @@ func (q *proposer) enqueue(p *proposal) bool {
 		q.turn = append(q.turn, p.queue)
 	}
 	q.queues[p.queue] = append(q.queues[p.queue], p)
-	if q.inflight == 0 {
-		// Nothing of ours is in raft: an entry never written (its Apply
-		// failed when leadership was lost) must not hold this one back.
-		// No write will come to report it, least of all on a new term's
-		// leader, which writes no command until this one.
-		q.written = q.sent
+	if q.inflight >= maxInflight {
+		return false
 	}
-	if q.inflight < maxInflight && (!q.paced || q.written == q.sent) {
-		q.inflight++
-		return true
+	q.inflight++ // the flush the caller would run, counted as mayFormLocked expects
+	if !q.mayFormLocked() {
+		q.inflight--
+		return false
 	}
-	return false
+	return true
 }
 
 // flush sends queued commands as batches until the queue is empty. With
