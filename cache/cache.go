@@ -50,6 +50,7 @@ type Stats struct {
 	Entries       int    `json:"entries"`
 	Bytes         int    `json:"bytes"`
 	Invalidations uint64 `json:"invalidations"`
+	Refills       uint64 `json:"refills"` // entries stored by Refill
 }
 
 // Config bounds the cache.
@@ -274,6 +275,9 @@ func (c *Cache) Refill(k Key, v Value, seq uint64) bool {
 	}
 	c.storeLocked(k, v)
 	_, ok := c.entries[k]
+	if ok {
+		c.stats.Refills++
+	}
 	return ok
 }
 

@@ -26,8 +26,7 @@ type CacheStats struct {
 // CacheStats returns the client cache's counters.
 func (c *Client) CacheStats() CacheStats {
 	s := c.cache.Stats()
-	return CacheStats{Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes, Invalidations: s.Invalidations,
-		Refills: c.refills.Load()}
+	return CacheStats{Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes, Invalidations: s.Invalidations, Refills: s.Refills}
 }
 
 // cached answers a lookup of key from the cache; a stat is also answered by
@@ -80,7 +79,5 @@ func (c *Client) refill(ev wire.Event) {
 		return
 	}
 	v := cache.Value{Data: ev.Contents.Data, Stat: ev.Contents.Stat}
-	if c.cache.Refill(cache.Key{Path: ev.Path, Kind: cache.Contents}, v, ev.Contents.InvalSeq) {
-		c.refills.Add(1)
-	}
+	c.cache.Refill(cache.Key{Path: ev.Path, Kind: cache.Contents}, v, ev.Contents.InvalSeq)
 }

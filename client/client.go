@@ -47,7 +47,6 @@ type Client struct {
 
 	cache    *cache.Cache
 	invalAck atomic.Uint64     // last invalidation sequence processed
-	refills  atomic.Uint64     // entries filled from events' contents
 	watches  map[string]uint32 // path → event mask of open handles, re-sent after failover
 	watchN   map[string]int    // path → handles watching it
 	callMu   sync.Mutex
