@@ -105,7 +105,7 @@ func (s *Server) admitFills(path string, sessions []uint64, queue func(admitted 
 			if !ok || owner == "" { // a session from before principals: unsure, no contents
 				continue
 			}
-			if s.isAdmin(owner) || st.Access(path, fs.PermRead, owner) == nil {
+			if s.accessAs(st, owner, path, fs.PermRead) == nil {
 				may[id] = true
 			}
 		}
