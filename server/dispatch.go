@@ -117,6 +117,7 @@ func init() {
 		wire.MCreateSession:  handle(master, (*Server).createSession),
 		wire.MRemoveServer:   handle(session, (*Server).removeServer),
 		wire.MKeepAlive:      handle(inline(session), (*Server).keepAlive),
+		wire.MKeepAliveMany:  handle(inline(master), (*Server).keepAliveMany),
 		wire.MCloseSession:   handle(write, (*Server).closeSession),
 		wire.MUnwatch:        handle(inline(session), (*Server).unwatch),
 		wire.MGetContents:    handle(read, (*Server).getContents),

@@ -144,6 +144,14 @@ func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {
 	return nil, errDeferred
 }
 
+func (s *Server) keepAliveMany(c *call, a *wire.KeepAliveManyArgs) (any, error) {
+	if n := len(a.Sessions); n == 0 || n > wire.MaxKeepAliveMany {
+		return nil, errBadRequest("KeepAliveMany names %d sessions (1 to %d)", n, wire.MaxKeepAliveMany)
+	}
+	s.leases.keepAliveMany(c.c, c.req.ID, c.c.principal, a.Sessions)
+	return nil, errDeferred
+}
+
 func (s *Server) closeSession(c *call, _ *noArgs) (any, error) {
 	_, err := s.apply(c, fs.NewCommand(&fs.EndSession{}))
 	return wire.Empty{}, err

@@ -12,11 +12,20 @@ type replier interface {
 	reply(id uint64, body any, err error)
 }
 
-// poll is a parked KeepAlive, answered when its hold ends or earlier.
+// poll is a parked KeepAlive, answered when its hold ends or earlier. A
+// KeepAliveMany parks one poll for all of its sessions (many): answering it
+// answers every one of them, in one reply.
 type poll struct {
 	c     replier
 	reqID uint64
 	timer session.Timer
+	// ids are the sessions the poll renews; each one's lease points at the
+	// poll (lease.poll) until it is answered.
+	ids  []uint64
+	many bool
+	// answered is set (t.mu held) once a reply is built or the poll given
+	// up; a timer that fires later does nothing.
+	answered bool
 }
 
 // keepAlive records the acknowledged invalidations, extends the lease to
@@ -32,23 +41,14 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 		t.mu.Unlock()
 		return err
 	}
-	t.ackLocked(l, ackInval)
-	if l.unflushed == nil { // a session carried over has no earlier KeepAlive here
-		t.metrics.leaseUsed.Observe(float64(now.Sub(l.renewed)) / float64(l.ttl))
-	}
-	t.countKeepAliveLocked(now)
-	// A KeepAlive of this master's epoch: the client has flushed its cache.
-	t.flushedLocked(l)
-	t.extendLocked(l, now)
-	l.renewed = now
-	old := t.takePollLocked(l)
-	answerNow := urgent || len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
+	old := t.renewLocked(l, now, ackInval)
+	answerNow := urgent || l.hasDeliveriesLocked()
 	var rep wire.KeepAliveReply
 	if answerNow {
 		rep = l.replyLocked()
 	} else {
-		p := &poll{c: c, reqID: reqID}
-		p.timer = t.clock.AfterFunc(session.KeepAliveHold(l.ttl, t.rng), func() { t.answer(id, p) })
+		p := &poll{c: c, reqID: reqID, ids: []uint64{id}}
+		p.timer = t.clock.AfterFunc(session.KeepAliveHold(l.ttl, t.rng), func() { t.answer(p) })
 		l.poll = p
 	}
 	t.mu.Unlock()
@@ -63,24 +63,160 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	return nil
 }
 
+// keepAliveMany is keepAlive for the sessions of a KeepAliveMany from
+// principal: each entry is checked as its session's own KeepAlive would be
+// (a refusal answers that entry, not the call) and renewed; then one poll
+// is parked for all of them, held a third of the shortest TTL, unless one
+// is urgent, has something to deliver or was refused: then every session
+// is answered at once.
+func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, entries []wire.KeepAliveEntry) {
+	now := t.clock.Now()
+	p := &poll{c: c, reqID: reqID, many: true, ids: make([]uint64, 0, len(entries))}
+	var refused []wire.KeepAliveResult
+	var early []earlyReply
+	answerNow := false
+	var minTTL time.Duration
+	urgent := 0
+	t.mu.Lock()
+	for _, e := range entries {
+		l, err := t.callerLocked(e.Session, e.Secret, principal)
+		if err != nil {
+			refused = append(refused, wire.KeepAliveResult{Session: e.Session, Code: wire.Code(err), Error: err.Error()})
+			answerNow = true
+			continue
+		}
+		if l.poll == p { // named twice
+			continue
+		}
+		early = append(early, t.renewLocked(l, now, e.AckInval))
+		if e.Urgent {
+			urgent++
+		}
+		answerNow = answerNow || e.Urgent || l.hasDeliveriesLocked()
+		l.poll = p
+		p.ids = append(p.ids, l.id)
+		if minTTL == 0 || l.ttl < minTTL {
+			minTTL = l.ttl
+		}
+	}
+	var rep wire.KeepAliveManyReply
+	if answerNow {
+		rep = t.answerManyLocked(p)
+		rep.Sessions = append(rep.Sessions, refused...)
+	} else {
+		p.timer = t.clock.AfterFunc(session.KeepAliveHold(minTTL, t.rng), func() { t.answer(p) })
+	}
+	t.mu.Unlock()
+	for _, e := range early {
+		e.send()
+	}
+	t.metrics.keepAlives.Add(float64(len(p.ids)))
+	t.metrics.urgent.Add(float64(urgent))
+	if answerNow {
+		c.reply(reqID, rep, nil)
+	}
+}
+
+// renewLocked is what a KeepAlive of lease l does before it parks: it
+// frees the writers waiting for the invalidations acknowledged up to
+// ackInval, extends the lease from now, and takes the session's parked
+// poll to be answered at once (returned).
+func (t *leaseTable) renewLocked(l *lease, now time.Time, ackInval uint64) earlyReply {
+	t.ackLocked(l, ackInval)
+	if l.unflushed == nil { // a session carried over has no earlier KeepAlive here
+		t.metrics.leaseUsed.Observe(float64(now.Sub(l.renewed)) / float64(l.ttl))
+	}
+	t.countKeepAliveLocked(now)
+	// A KeepAlive of this master's epoch: the client has flushed its cache.
+	t.flushedLocked(l)
+	t.extendLocked(l, now)
+	l.renewed = now
+	return t.takePollLocked(l)
+}
+
+// hasDeliveriesLocked: the session has invalidations, events or a count of
+// dropped events to deliver, so its KeepAlive is answered at once.
+func (l *lease) hasDeliveriesLocked() bool {
+	return len(l.invals) > 0 || len(l.events) > 0 || l.dropped > 0
+}
+
 // answer ends a poll's hold with a reply that grants the lease. The lease is
 // not extended again here: the client counts its lease from when it sent
 // the KeepAlive, which the extension on arrival already covers, and a
 // client that died while its poll was parked must not have its session
 // outlive its last KeepAlive by more than the TTL (issue 16: a dead
 // holder's lock moved up to a hold — a third of the TTL — late).
-func (t *leaseTable) answer(id uint64, p *poll) {
+func (t *leaseTable) answer(p *poll) {
 	t.mu.Lock()
-	l, ok := t.m[id]
-	if !ok || l.poll != p {
+	if p.answered {
 		t.mu.Unlock()
 		return
 	}
-	p.timer.Stop()
-	l.poll = nil
-	rep := l.replyLocked()
+	var body any
+	if p.many {
+		body = t.answerManyLocked(p)
+	} else {
+		l, ok := t.m[p.ids[0]]
+		if !ok || l.poll != p {
+			t.mu.Unlock()
+			return
+		}
+		p.answered = true
+		l.poll = nil
+		body = l.replyLocked()
+	}
 	t.mu.Unlock()
-	p.c.reply(p.reqID, rep, nil)
+	p.c.reply(p.reqID, body, nil)
+}
+
+// answerManyLocked answers a KeepAliveMany's poll: a reply for each of its
+// sessions that still has a lease parked on it, as many as fit a frame
+// (those that do not are left out, and their clients send again at once;
+// the first always goes).
+func (t *leaseTable) answerManyLocked(p *poll) wire.KeepAliveManyReply {
+	p.answered = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	rep := wire.KeepAliveManyReply{Sessions: make([]wire.KeepAliveResult, 0, len(p.ids))}
+	used := 0
+	for _, id := range p.ids {
+		l, ok := t.m[id]
+		if !ok || l.poll != p {
+			continue
+		}
+		l.poll = nil
+		need := l.replyBoundLocked()
+		if len(rep.Sessions) > 0 && used+need > wire.ReplyBudget {
+			continue
+		}
+		used += need
+		rep.Sessions = append(rep.Sessions, wire.KeepAliveResult{Session: id, Reply: l.replyLocked()})
+	}
+	return rep
+}
+
+// replyBoundLocked is at least the encoded size of the session's next
+// KeepAlive reply (replyLocked): its pending invalidations and events, at
+// most wire.KeepAliveBytes of them plus the first invalidation, which
+// always goes.
+func (l *lease) replyBoundLocked() int {
+	const fixed = 64 // the session id, TTL, numbers and field names
+	pending, first := 0, 0
+	for i, pi := range l.invals {
+		cost := 0
+		for _, p := range pi.paths {
+			cost += len(p) + 5
+		}
+		if i == 0 {
+			first = cost
+		}
+		pending += cost
+	}
+	for _, e := range l.events {
+		pending += eventCost(e)
+	}
+	return fixed + min(pending, wire.KeepAliveBytes+first)
 }
 
 // replyLocked builds a KeepAlive reply: the lease, the unacknowledged
@@ -142,26 +278,35 @@ func answerAll(ps []*poll, body any, err error) {
 	}
 }
 
-// earlyReply is a parked poll taken to be answered early, with its reply.
+// earlyReply is a parked poll taken to be answered early, with its reply
+// (a wire.KeepAliveReply, or a wire.KeepAliveManyReply for every session
+// of a KeepAliveMany).
 type earlyReply struct {
-	p   *poll
-	rep wire.KeepAliveReply
+	p    *poll
+	body any
 }
 
 func (e earlyReply) send() {
 	if e.p != nil {
-		e.p.c.reply(e.p.reqID, e.rep, nil)
+		e.p.c.reply(e.p.reqID, e.body, nil)
 	}
 }
 
+// takePollLocked takes the session's parked poll, if any, to be answered
+// at once: with the session's reply, or a KeepAliveMany's with the replies
+// of all its sessions.
 func (t *leaseTable) takePollLocked(l *lease) earlyReply {
 	p := l.poll
 	if p == nil {
 		return earlyReply{}
 	}
+	if p.many {
+		return earlyReply{p: p, body: t.answerManyLocked(p)}
+	}
+	p.answered = true
 	p.timer.Stop()
 	l.poll = nil
-	return earlyReply{p: p, rep: l.replyLocked()}
+	return earlyReply{p: p, body: l.replyLocked()}
 }
 
 type pendingInval struct {

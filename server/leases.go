@@ -237,7 +237,8 @@ func (t *leaseTable) clearLocked() []*poll {
 	for id, l := range t.m {
 		l.releaseLocked()
 		t.flushedLocked(l)
-		if p := l.poll; p != nil {
+		if p := l.poll; p != nil && !p.answered { // a KeepAliveMany's poll once
+			p.answered = true
 			p.timer.Stop()
 			parked = append(parked, p)
 		}
@@ -258,12 +259,23 @@ func (t *leaseTable) remove(id uint64) {
 	l.releaseLocked()
 	t.flushedLocked(l)
 	p := l.poll
-	if p != nil {
-		p.timer.Stop()
-	}
 	t.deleteLocked(id)
 	t.sizedLocked()
+	var many earlyReply
+	switch {
+	case p == nil:
+	case p.many:
+		// The others of its KeepAliveMany are answered now; this one is
+		// left out of the reply, and its client's next KeepAlive learns
+		// that the session is gone.
+		many = earlyReply{p: p, body: t.answerManyLocked(p)}
+		p = nil
+	default:
+		p.answered = true
+		p.timer.Stop()
+	}
 	t.mu.Unlock()
+	many.send()
 	if p != nil {
 		p.c.reply(p.reqID, nil, fs.ErrSessionExpired)
 	}
@@ -289,17 +301,23 @@ func (t *leaseTable) check(id uint64) error {
 func (t *leaseTable) checkCaller(id uint64, secret []byte, principal string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	_, err := t.callerLocked(id, secret, principal)
+	return err
+}
+
+// callerLocked is checkCaller returning the lease; t.mu is held.
+func (t *leaseTable) callerLocked(id uint64, secret []byte, principal string) (*lease, error) {
 	l, err := t.leaseLocked(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(l.secret) > 0 && subtle.ConstantTimeCompare(l.secret, secret) != 1 {
-		return fmt.Errorf("%w: the call names session %d without its secret", fs.ErrPermission, id)
+		return nil, fmt.Errorf("%w: the call names session %d without its secret", fs.ErrPermission, id)
 	}
 	if l.owner != "" && l.owner != principal {
-		return fmt.Errorf("%w: session %d belongs to %s, the call comes from %s", fs.ErrPermission, id, l.owner, principal)
+		return nil, fmt.Errorf("%w: session %d belongs to %s, the call comes from %s", fs.ErrPermission, id, l.owner, principal)
 	}
-	return nil
+	return l, nil
 }
 
 // leaseLocked returns the session's lease, or check's error; t.mu is held.

@@ -68,7 +68,7 @@ func newMetrics() *metrics {
 		badFrames:     prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_rpc_bad_frames_total", Help: "Connections closed for malformed frames or unknown calls."}),
 		conns:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "chubby_rpc_connections", Help: "Open client connections."}),
 		sessions:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "chubby_sessions", Help: "Sessions with a lease on this master (0 on other servers)."}),
-		keepAlives:    prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_keepalives_total", Help: "KeepAlive calls received."}),
+		keepAlives:    prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_keepalives_total", Help: "Session renewals received: a KeepAlive call, or a session of a KeepAliveMany call."}),
 		urgentKA:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_keepalives_urgent_total", Help: "KeepAlives sent urgent: the client's local lease had run out (jeopardy) or it had just reconnected (a failover)."}),
 		leaseUsed:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chubby_keepalive_lease_used_ratio", Help: "How much of its TTL a session had used when its KeepAlive arrived (time since its previous KeepAlive on this master / TTL). Healthy clients renew near 0.27-0.33; past 0.67 a client is likely in jeopardy; 1 is expiry.", Buckets: []float64{0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.6, 0.67, 0.8, 0.9, 1}}),
 		created:       prometheus.NewCounter(prometheus.CounterOpts{Name: "chubby_sessions_created_total", Help: "Sessions created."}),

@@ -35,12 +35,13 @@ const (
 	MBackup                // BackupArgs → BackupReply (master only; a page of a backup file)
 	MGetACL                // NodeArgs → ACLReply
 	MSetACL                // SetACLArgs → StatReply
+	MKeepAliveMany         // KeepAliveManyArgs → KeepAliveManyReply (long poll for many sessions)
 	MethodCount
 )
 
 var methodNames = [...]string{"invalid", "Hello", "CreateSession", "KeepAlive", "CloseSession",
 	"Open", "GetContents", "GetStat", "ReadDir", "SetContents", "Delete", "Acquire",
-	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch", "Backup", "GetACL", "SetACL"}
+	"CancelAcquire", "Release", "Sequencer", "CheckSequencer", "Members", "RemoveServer", "Unwatch", "Backup", "GetACL", "SetACL", "KeepAliveMany"}
 
 func (m Method) String() string { return enum.Name(methodNames[:], m, "method") }
 
@@ -135,6 +136,54 @@ type KeepAliveReply struct {
 	// counts events lost because the session's queue was full.
 	Events  []Event `msgpack:"ev,omitempty"`
 	Dropped uint64  `msgpack:"dr,omitempty"`
+}
+
+// KeepAliveManyArgs renews the leases of many sessions in one call: the
+// form that connections carrying many sessions (a client Pool, a proxy, the
+// load tool) use instead of a KeepAlive per session. The request envelope
+// names no session; each entry names its own, with its secret, and is
+// checked as a KeepAlive of that session would be. The master holds the
+// call until any of the sessions has something to deliver, one of them is
+// urgent, or the hold (a third of the shortest TTL) ends, and then answers
+// every session of the call at once.
+type KeepAliveManyArgs struct {
+	Sessions []KeepAliveEntry `msgpack:"ss"`
+}
+
+// MaxKeepAliveMany is the most sessions one KeepAliveMany may name.
+const MaxKeepAliveMany = 1024
+
+// KeepAliveEntry is one session's KeepAlive inside a KeepAliveMany.
+type KeepAliveEntry struct {
+	Session  uint64 `msgpack:"s"`
+	Secret   []byte `msgpack:"k,omitempty"`
+	Urgent   bool   `msgpack:"u,omitempty"`
+	AckInval uint64 `msgpack:"ai,omitempty"`
+}
+
+// KeepAliveManyReply answers the sessions of a KeepAliveMany, each with its
+// own KeepAlive reply or error. A session the reply leaves out (its
+// deliveries did not fit the frame beside the others') was renewed but not
+// answered: the client sends its KeepAlive again at once.
+type KeepAliveManyReply struct {
+	Sessions []KeepAliveResult `msgpack:"ss"`
+}
+
+// KeepAliveResult is one session's answer in a KeepAliveManyReply: Code
+// (an error code, empty on success) and Error as in Response, else Reply.
+type KeepAliveResult struct {
+	Session uint64         `msgpack:"s"`
+	Code    string         `msgpack:"c,omitempty"`
+	Error   string         `msgpack:"x,omitempty"`
+	Reply   KeepAliveReply `msgpack:"r"`
+}
+
+// Err rebuilds the error of a session's answer (nil on success).
+func (r *KeepAliveResult) Err() error {
+	if r.Code == "" {
+		return nil
+	}
+	return FromCode(r.Code, r.Error)
 }
 
 // OpenArgs opens (and optionally creates) a node.
