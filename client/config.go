@@ -52,6 +52,10 @@ type Config struct {
 	Clock session.Clock
 	// Logger receives debug lines (discarded if nil).
 	Logger hclog.Logger
+	// Pool, if set, shares connections among the Clients dialled with it,
+	// and renews their sessions together (see Pool). Nil: the Client has
+	// connections of its own.
+	Pool *Pool
 }
 
 // Lock-delay values (Chubby §2.4). Everywhere in this package — Config.LockDelay

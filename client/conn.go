@@ -19,9 +19,10 @@ import (
 // or may not have been applied.
 var errConnLost = errors.New("connection to the master lost")
 
-// rpcConn multiplexes calls over one TCP connection: a reader goroutine
-// matches responses to calls by id.
-type rpcConn struct {
+// transport multiplexes calls over one TCP (or TLS) connection: a reader
+// goroutine matches responses to calls by id. A Client uses it through an
+// rpcConn: its own transport, or one a Pool shares among its Clients.
+type transport struct {
 	addr    string
 	nc      net.Conn
 	wmu     sync.Mutex
@@ -31,9 +32,40 @@ type rpcConn struct {
 	pending map[uint64]chan *wire.Response
 	err     error
 	done    chan struct{}
+
+	// pool shares the transport (nil: a single Client's). refs counts its
+	// views and retired is set once a Client dropped it as failing: no new
+	// view is made of it and it closes with its last view. Both under
+	// pool.mu.
+	pool    *Pool
+	key     poolKey
+	refs    int
+	retired bool
+	// ka batches the KeepAlives of a shared transport's sessions.
+	ka kaBatcher
 }
 
+// rpcConn is a Client's connection to a server: a view of a transport that
+// the Client closes (done with it) or drops (it failed) by itself; calls
+// made through a view end when it does, whoever else shares the transport.
+type rpcConn struct {
+	t    *transport
+	done chan struct{}
+	once sync.Once
+}
+
+func (t *transport) view() *rpcConn { return &rpcConn{t: t, done: make(chan struct{})} }
+
+// dialConn connects to addr: a Client's own connection.
 func dialConn(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcConn, error) {
+	t, err := dialTransport(ctx, addr, tlsCfg)
+	if err != nil {
+		return nil, err
+	}
+	return t.view(), nil
+}
+
+func dialTransport(ctx context.Context, addr string, tlsCfg *tls.Config) (*transport, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -52,9 +84,9 @@ func dialConn(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcConn, e
 		}
 		nc = tc
 	}
-	c := &rpcConn{addr: addr, nc: nc, pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
-	go c.readLoop()
-	return c, nil
+	t := &transport{addr: addr, nc: nc, pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
+	go t.readLoop()
+	return t, nil
 }
 
 // serverVerifying is cfg verifying the server as a cell's server: by its
@@ -93,7 +125,7 @@ func serverVerifying(cfg *tls.Config) *tls.Config {
 	return c
 }
 
-func (c *rpcConn) readLoop() {
+func (c *transport) readLoop() {
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		frame, err := wire.ReadFrame(br)
@@ -120,7 +152,7 @@ func (c *rpcConn) readLoop() {
 }
 
 // fail closes the connection and fails every pending call.
-func (c *rpcConn) fail(err error) {
+func (c *transport) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -137,21 +169,48 @@ func (c *rpcConn) fail(err error) {
 	}
 }
 
-func (c *rpcConn) close() { c.fail(errors.New("connection closed by client")) }
+func (c *transport) close() { c.fail(errors.New("connection closed by client")) }
 
-// call sends one request and waits for its response or ctx.
+// close ends the Client's use of the connection: its calls in flight fail,
+// and the transport closes unless a Pool shares it with other Clients.
+func (c *rpcConn) close() { c.end(false) }
+
+// drop is close for a connection that failed the Client (an error on it,
+// or no answer for a whole lease): a Pool makes no new view of it and
+// closes it once its other Clients are done with it too.
+func (c *rpcConn) drop() { c.end(true) }
+
+func (c *rpcConn) end(failed bool) {
+	c.once.Do(func() {
+		close(c.done)
+		if c.t.pool != nil {
+			c.t.pool.release(c.t, failed)
+			return
+		}
+		c.t.close()
+	})
+}
+
 // sessionRef names the session a call is for (zero: none).
 type sessionRef struct {
 	id     uint64
 	secret []byte // CreateSession's: the master refuses the session's calls without it
 }
 
+// call sends one request and waits for its response, ctx, or the end of
+// the view.
 func (c *rpcConn) call(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, args, reply any) error {
-	return c.callNumbered(ctx, m, epoch, sess, 0, 0, args, reply)
+	return c.t.callNumbered(ctx, c.done, m, epoch, sess, 0, 0, args, reply)
 }
 
 // callNumbered is call for a session's numbered (deduplicated) call.
 func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, callID, acked uint64, args, reply any) error {
+	return c.t.callNumbered(ctx, c.done, m, epoch, sess, callID, acked, args, reply)
+}
+
+// callNumbered sends one request and waits for its response, ctx, or
+// viewDone (nil: none).
+func (c *transport) callNumbered(ctx context.Context, viewDone <-chan struct{}, m wire.Method, epoch uint64, sess sessionRef, callID, acked uint64, args, reply any) error {
 	body, err := wire.Marshal(args)
 	if err != nil {
 		return err
@@ -196,11 +255,19 @@ func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch uint64,
 		}
 		return nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		if c.pending != nil {
-			delete(c.pending, id)
-		}
-		c.mu.Unlock()
+		c.forget(id)
 		return ctx.Err()
+	case <-viewDone:
+		c.forget(id)
+		return fmt.Errorf("%w: connection closed by client", errConnLost)
 	}
+}
+
+// forget stops waiting for the response to call id.
+func (c *transport) forget(id uint64) {
+	c.mu.Lock()
+	if c.pending != nil {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
 }

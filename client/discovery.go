@@ -91,7 +91,7 @@ func (c *Client) findMaster(ctx context.Context, servers []string) (found, error
 	for _, addr := range servers {
 		go func(addr string) {
 			r := probeResult{addr: addr}
-			r.conn, r.err = dialConn(pctx, addr, c.cfg.TLS)
+			r.conn, r.err = c.dial(pctx, addr)
 			if r.err == nil {
 				r.err = r.conn.call(pctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &r.hello)
 				if r.err != nil {
@@ -207,5 +207,5 @@ func (c *Client) dropConn(conn *rpcConn) {
 		c.connReady = make(chan struct{})
 	}
 	c.mu.Unlock()
-	conn.close()
+	conn.drop()
 }

@@ -68,8 +68,7 @@ func (c *Client) keepAliveLoop() {
 			nextSend = now.Add(session.RenewInterval(ttl, c.rng))
 			c.rngMu.Unlock()
 			go func() {
-				var rep wire.KeepAliveReply
-				err := conn.call(ctx, wire.MKeepAlive, epoch, c.session(), args, &rep)
+				rep, err := conn.keepAlive(ctx, epoch, c.session(), args)
 				results <- result{now, epoch, rep, err, conn}
 			}()
 		}

@@ -65,6 +65,8 @@ func argsFor(m Method) any {
 		return &CreateSessionArgs{}
 	case MKeepAlive:
 		return &KeepAliveArgs{}
+	case MKeepAliveMany:
+		return &KeepAliveManyArgs{}
 	case MOpen:
 		return &OpenArgs{}
 	case MGetContents, MGetStat, MReadDir, MSequencer:

@@ -46,6 +46,11 @@ type env struct {
 	// closes (a workload's counters snapshot).
 	atMeasure, atEnd func()
 
+	// pools are the connections the clients share (-conns), nil when each
+	// has its own; dialled counts the clients, to spread them over pools.
+	pools   []*client.Pool
+	dialled atomic.Int64
+
 	mu      sync.Mutex
 	clients []*client.Client // every session the run dialled, closed by close
 	admin   *client.Client   // the session that made dir and files
@@ -54,15 +59,36 @@ type env struct {
 }
 
 func newEnv(o *options, stderr io.Writer) *env {
-	return &env{o: o, limiter: NewLimiter(o.rate), stderr: stderr, prog: newProgress(stderr, o.quiet)}
+	e := &env{o: o, limiter: NewLimiter(o.rate), stderr: stderr, prog: newProgress(stderr, o.quiet)}
+	if o.conns > 0 && o.conns < o.clients {
+		for range o.conns {
+			e.pools = append(e.pools, client.NewPool())
+		}
+	}
+	return e
+}
+
+// dialParallelism is how many sessions are created at once: dialParallel,
+// or more when they share connections (a creation is then two calls on a
+// connection already open, not a connection of its own).
+func (e *env) dialParallelism() int {
+	if e.pools != nil {
+		return 8 * dialParallel
+	}
+	return dialParallel
 }
 
 // measuring reports whether the measured window is open.
 func (e *env) measuring() bool { return e.phase.Load() == phaseMeasure }
 
-// config is the client configuration of every session of the run.
+// config is the client configuration of the run's next session: the
+// shared connections spread evenly, if there are any.
 func (e *env) config() client.Config {
-	return client.Config{Servers: e.o.servers, SessionTTL: e.o.ttl}
+	cfg := client.Config{Servers: e.o.servers, SessionTTL: e.o.ttl}
+	if e.pools != nil {
+		cfg.Pool = e.pools[int(e.dialled.Add(1)-1)%len(e.pools)]
+	}
+	return cfg
 }
 
 // dialOne creates one session, giving up after -timeout.
@@ -84,7 +110,7 @@ func (e *env) dialOne(ctx context.Context) (*client.Client, error) {
 func (e *env) dialAll(ctx context.Context, n int) ([]*client.Client, error) {
 	out := make([]*client.Client, n)
 	errs := make([]error, n)
-	sem := make(chan struct{}, dialParallel)
+	sem := make(chan struct{}, e.dialParallelism())
 	var wg sync.WaitGroup
 	for i := range out {
 		wg.Add(1)
@@ -172,6 +198,9 @@ func (e *env) close() {
 		go func() { defer wg.Done(); c.Close() }()
 	}
 	wg.Wait()
+	for _, p := range e.pools {
+		p.Close()
+	}
 }
 
 // loop runs op for each of n workers, one operation after another (each

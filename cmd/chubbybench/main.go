@@ -163,7 +163,7 @@ func parse(args []string, help io.Writer) (*options, error) {
 func flagSet(w *workload, o *options) *flag.FlagSet {
 	fl := flag.NewFlagSet("chubbybench "+w.name, flag.ContinueOnError)
 	fl.IntVar(&o.clients, "clients", w.defClients, w.clientsHelp)
-	fl.IntVar(&o.conns, "conns", 0, "connections: today each client has its own, so this must be 0 or equal -clients (many sessions per connection comes with a later protocol change)")
+	fl.IntVar(&o.conns, "conns", 0, "connections the clients share (client i uses connection i mod N, renewing its session with the others' in one KeepAliveMany); 0 or -clients: each client has its own")
 	fl.DurationVar(&o.duration, "duration", 10*time.Second, "length of the measured window")
 	fl.DurationVar(&o.warmup, "warmup", time.Second, "load before the measured window, not counted")
 	fl.Float64Var(&o.rate, "rate", w.defRate, w.rateHelp)
@@ -184,9 +184,8 @@ func (o *options) validate() error {
 		return usagef("-cell: no server addresses")
 	case o.clients < o.workload.minClients:
 		return usagef("-clients %d: %s needs at least %d", o.clients, o.workload.name, o.workload.minClients)
-	case o.conns != 0 && o.conns != o.clients:
-		return usagef("-conns %d with -clients %d: each client is its own session on its own connection today, "+
-			"so -conns must be 0 or %d (many sessions per connection comes with a later protocol change)", o.conns, o.clients, o.clients)
+	case o.conns < 0 || o.conns > o.clients:
+		return usagef("-conns %d with -clients %d: must be 0 (a connection per client) to %d", o.conns, o.clients, o.clients)
 	case o.duration <= 0:
 		return usagef("-duration %v: must be positive", o.duration)
 	case o.warmup < 0:

@@ -25,7 +25,7 @@ func runSessions(ctx context.Context, e *env) (*Result, error) {
 	stopProg := e.prog.run(int64(n), created.Load, func() string {
 		return fmt.Sprintf("sessions: %d of %d created", created.Load(), n)
 	})
-	sem := make(chan struct{}, dialParallel)
+	sem := make(chan struct{}, e.dialParallelism())
 	var wg sync.WaitGroup
 	for i := range ws {
 		if e.limiter.Wait(ctx) != nil {

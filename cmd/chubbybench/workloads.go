@@ -213,7 +213,10 @@ Workloads:
 Common flags (chubbybench WORKLOAD -h lists them all, with the workload's own):
   -cell ADDRS      comma-separated RPC addresses of servers of the cell
                    (default $CHUBBY_CELL, else 127.0.0.1:7100)
-  -clients N       clients (sessions); -conns N must be 0 or N today
+  -clients N       clients (sessions)
+  -conns N         connections they share (0: one per client); each client is
+                   still its own session, and a connection's sessions renew
+                   together in one KeepAliveMany call
   -duration DUR    measured window (default 10s); -warmup DUR before it (1s)
   -rate R          cap on operations started per second, all clients together
                    (0: closed loop; fanout: writes per second, default 50)

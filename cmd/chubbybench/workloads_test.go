@@ -8,6 +8,7 @@ import (
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/wire"
 )
 
 // testOptions are a short run of workload name with n clients against
@@ -162,5 +163,26 @@ func TestWorkloads(t *testing.T) {
 		if r.Ops() != 4 || figure(t, r, "sessions_lost") != int64(0) {
 			t.Errorf("sessions: %d created, %v lost; want 4, 0", r.Ops(), figure(t, r, "sessions_lost"))
 		}
+	})
+
+	// -conns below -clients: the sessions share the connections and renew
+	// with KeepAliveMany calls only (counted by a proxy in front of the
+	// cell).
+	t.Run("sessions-shared", func(t *testing.T) {
+		p := c.NewProxy(t)
+		o := testOptions(t, "sessions", p.Addr(), 40)
+		o.conns = 2
+		r := runWorkload(t, o)
+		if r.Ops() != 40 || figure(t, r, "sessions_lost") != int64(0) {
+			t.Errorf("sessions: %d created, %v lost; want 40, 0", r.Ops(), figure(t, r, "sessions_lost"))
+		}
+		if ka, many := p.Count(wire.MKeepAlive), p.Count(wire.MKeepAliveMany); ka != 0 || many == 0 {
+			t.Errorf("%d KeepAlive and %d KeepAliveMany calls; want KeepAliveMany only", ka, many)
+		}
+	})
+	t.Run("lock-shared", func(t *testing.T) {
+		o := testOptions(t, "lock", addr, 4)
+		o.conns = 2
+		runWorkload(t, o)
 	})
 }

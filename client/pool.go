@@ -1,0 +1,277 @@
+package client
+
+// Pools: many sessions over one connection (Chubby §3.1's proxies and load
+// generators need it; one process may hold at most so many sockets).
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// Pool shares connections among Clients. The Clients dialled with the same
+// Pool (Config.Pool) reach each server over one connection, and renew their
+// sessions together: one KeepAliveMany call, parked on the master, renews
+// all of a connection's sessions, where each Client alone would keep a
+// KeepAlive of its own parked. Each Client is still one session with its
+// own lease, cache, handles and locks; only the connection and the
+// renewals are shared.
+//
+// The connections are made with the first Client's TLS configuration of
+// each (server, *tls.Config) pair, so Clients share a connection only when
+// they name the same *tls.Config: one identity per connection, as the
+// master checks each session's calls against the connection's principal.
+//
+// A Pool is safe for concurrent use. Close it after its Clients.
+type Pool struct {
+	mu      sync.Mutex
+	conns   map[poolKey]*transport
+	dialing map[poolKey]chan struct{}
+	closed  bool
+}
+
+type poolKey struct {
+	addr string
+	tls  *tls.Config
+}
+
+// NewPool returns an empty Pool.
+func NewPool() *Pool {
+	return &Pool{conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}}
+}
+
+var errPoolClosed = errors.New("client pool closed")
+
+// get returns a view of the pool's connection to addr, dialling it if the
+// pool has none (one dial at a time per server: a burst of Dials makes one
+// connection).
+func (p *Pool) get(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcConn, error) {
+	key := poolKey{addr, tlsCfg}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errPoolClosed
+		}
+		if t := p.conns[key]; t != nil {
+			t.refs++
+			p.mu.Unlock()
+			return t.view(), nil
+		}
+		if d := p.dialing[key]; d != nil {
+			p.mu.Unlock()
+			select {
+			case <-d:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		d := make(chan struct{})
+		p.dialing[key] = d
+		p.mu.Unlock()
+		t, err := dialTransport(ctx, addr, tlsCfg)
+		p.mu.Lock()
+		delete(p.dialing, key)
+		close(d)
+		if err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		if p.closed {
+			p.mu.Unlock()
+			t.close()
+			return nil, errPoolClosed
+		}
+		t.pool, t.key, t.refs = p, key, 1
+		p.conns[key] = t
+		p.mu.Unlock()
+		go func() { // a failed connection gets no new view
+			<-t.done
+			p.mu.Lock()
+			p.unlistLocked(t)
+			p.mu.Unlock()
+		}()
+		return t.view(), nil
+	}
+}
+
+// release ends a view of t; failed retires t. A retired or failed
+// transport closes with its last view; a healthy one stays for the next
+// Client (a server probed and found not master is probed again soon).
+func (p *Pool) release(t *transport, failed bool) {
+	p.mu.Lock()
+	t.refs--
+	if failed {
+		t.retired = true
+		p.unlistLocked(t)
+	}
+	last := t.refs == 0 && t.retired
+	p.mu.Unlock()
+	if last {
+		t.close()
+	}
+}
+
+func (p *Pool) unlistLocked(t *transport) {
+	if p.conns[t.key] == t {
+		delete(p.conns, t.key)
+	}
+}
+
+// Close closes the pool's connections: the calls of Clients still using
+// them fail. Close the Clients first.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	ts := make([]*transport, 0, len(p.conns))
+	for _, t := range p.conns {
+		ts = append(ts, t)
+	}
+	clear(p.conns)
+	p.mu.Unlock()
+	for _, t := range ts {
+		t.close()
+	}
+	return nil
+}
+
+// dial connects to addr: through the Client's Pool if it has one.
+func (c *Client) dial(ctx context.Context, addr string) (*rpcConn, error) {
+	if c.cfg.Pool != nil {
+		return c.cfg.Pool.get(ctx, addr, c.cfg.TLS)
+	}
+	return dialConn(ctx, addr, c.cfg.TLS)
+}
+
+// keepAliveGather is how long a shared connection waits after the first
+// KeepAlive of a batch for others to join: the sessions one reply answered
+// send their next KeepAlives within it.
+const keepAliveGather = 2 * time.Millisecond
+
+// kaBatcher gathers the KeepAlives of a shared transport's sessions into
+// KeepAliveMany calls.
+type kaBatcher struct {
+	mu       sync.Mutex
+	queue    []*kaWaiter
+	flushing bool
+}
+
+// kaWaiter is one session's KeepAlive waiting for its answer.
+type kaWaiter struct {
+	ctx   context.Context
+	epoch uint64
+	entry wire.KeepAliveEntry
+	ch    chan kaResult // buffered: the answer never waits for the Client
+}
+
+type kaResult struct {
+	rep wire.KeepAliveReply
+	err error
+}
+
+// keepAlive renews the session's lease: a KeepAlive call of its own on a
+// Client's own connection, its part of a KeepAliveMany on a shared one.
+func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs) (wire.KeepAliveReply, error) {
+	var rep wire.KeepAliveReply
+	if c.t.pool == nil {
+		err := c.call(ctx, wire.MKeepAlive, epoch, sess, args, &rep)
+		return rep, err
+	}
+	w := &kaWaiter{ctx: ctx, epoch: epoch, ch: make(chan kaResult, 1),
+		entry: wire.KeepAliveEntry{Session: sess.id, Secret: sess.secret, Urgent: args.Urgent, AckInval: args.AckInval}}
+	c.t.queueKeepAlive(w)
+	select {
+	case r := <-w.ch:
+		return r.rep, r.err
+	case <-ctx.Done():
+		return rep, ctx.Err()
+	case <-c.done:
+		return rep, fmt.Errorf("%w: connection closed by client", errConnLost)
+	}
+}
+
+// queueKeepAlive adds w to the next KeepAliveMany of the transport.
+func (t *transport) queueKeepAlive(w *kaWaiter) {
+	t.ka.mu.Lock()
+	t.ka.queue = append(t.ka.queue, w)
+	start := !t.ka.flushing
+	t.ka.flushing = true
+	t.ka.mu.Unlock()
+	if start {
+		go t.flushKeepAlives()
+	}
+}
+
+// flushKeepAlives sends what queued during keepAliveGather: one
+// KeepAliveMany per master epoch and per MaxKeepAliveMany sessions.
+func (t *transport) flushKeepAlives() {
+	time.Sleep(keepAliveGather)
+	t.ka.mu.Lock()
+	q := t.ka.queue
+	t.ka.queue = nil
+	t.ka.flushing = false
+	t.ka.mu.Unlock()
+	batches := map[uint64][]*kaWaiter{}
+	var epochs []uint64
+	for _, w := range q {
+		if w.ctx.Err() != nil { // its Client stopped waiting
+			continue
+		}
+		b := batches[w.epoch]
+		if b == nil {
+			epochs = append(epochs, w.epoch)
+		}
+		if len(b) == wire.MaxKeepAliveMany {
+			go t.sendKeepAlives(w.epoch, b)
+			b = nil
+		}
+		batches[w.epoch] = append(b, w)
+	}
+	for _, e := range epochs {
+		go t.sendKeepAlives(e, batches[e])
+	}
+}
+
+// keepAliveTimeout bounds a KeepAliveMany's wait: far over the longest hold
+// (a third of the longest TTL), for a master that stopped answering on a
+// connection still up.
+const keepAliveTimeout = time.Minute
+
+// sendKeepAlives makes one KeepAliveMany call for ws and hands each its
+// answer; those the reply left out are sent again.
+func (t *transport) sendKeepAlives(epoch uint64, ws []*kaWaiter) {
+	args := wire.KeepAliveManyArgs{Sessions: make([]wire.KeepAliveEntry, len(ws))}
+	for i, w := range ws {
+		args.Sessions[i] = w.entry
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepAliveTimeout)
+	defer cancel()
+	var rep wire.KeepAliveManyReply
+	if err := t.callNumbered(ctx, nil, wire.MKeepAliveMany, epoch, sessionRef{}, 0, 0, args, &rep); err != nil {
+		for _, w := range ws {
+			w.ch <- kaResult{err: err}
+		}
+		return
+	}
+	byID := make(map[uint64]*kaWaiter, len(ws))
+	for _, w := range ws {
+		byID[w.entry.Session] = w
+	}
+	for _, r := range rep.Sessions {
+		if w := byID[r.Session]; w != nil {
+			delete(byID, r.Session)
+			w.ch <- kaResult{rep: r.Reply, err: r.Err()}
+		}
+	}
+	for _, w := range ws { // left out: renewed but not answered; ask again
+		if byID[w.entry.Session] == w && w.ctx.Err() == nil {
+			t.queueKeepAlive(w)
+		}
+	}
+}

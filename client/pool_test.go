@@ -1,0 +1,142 @@
+package client_test
+
+// Tests of Pool: many Clients, each its own session, over one connection,
+// renewed by KeepAliveMany calls, on a real one-server cell with manual
+// clocks on both sides and a counting proxy between them.
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/session"
+	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// poolRig is a cell and n Clients of it dialled with one Pool through a
+// proxy; sc is the server's clock, cc the clients'.
+type poolRig struct {
+	c      *cell.Cell
+	sc, cc *session.ManualClock
+	p      *cell.Proxy
+	pool   *client.Pool
+	cls    []*client.Client
+}
+
+func newPoolRig(t *testing.T, n int) *poolRig {
+	t.Helper()
+	c := cell.Start(t, cell.WithManualClock())
+	r := &poolRig{c: c, sc: c.Manual(t), cc: session.NewManualClock(cell.Epoch), p: c.NewProxy(t), pool: client.NewPool()}
+	t.Cleanup(func() { r.pool.Close() }) // after the clients (cleanups run last first)
+	for range n {
+		r.cls = append(r.cls, c.Dial(t, client.Config{Servers: []string{r.p.Addr()}, FixedServers: true, Clock: r.cc, Pool: r.pool}))
+	}
+	return r
+}
+
+// TestPoolSharesConnectionAndRenewals: 20 Clients of one Pool use one
+// connection, renew their sessions with KeepAliveMany calls only (no
+// KeepAlive of their own, a few calls per round rather than one per
+// session), and stay safe over several TTLs of both clocks.
+func TestPoolSharesConnectionAndRenewals(t *testing.T) {
+	const n = 20
+	r := newPoolRig(t, n)
+	if got := r.p.Conns(); got != 1 {
+		t.Fatalf("%d Clients of one Pool opened %d connections, want 1", n, got)
+	}
+	wait.For(t, 0, "the first KeepAliveMany", func() bool { return r.p.Count(wire.MKeepAliveMany) >= 1 })
+	start := r.p.Count(wire.MKeepAliveMany)
+	// Each round the server's clock passes the longest hold (answering the
+	// parked calls) and the clients' clock a bit less than the shortest
+	// renewal interval (so nobody sends a second KeepAlive early): 6
+	// rounds are 18 s of the clients' clock and 30 s of the master's, past
+	// the 12 s TTL on both.
+	const rounds = 6
+	for i := range rounds {
+		before := r.p.Count(wire.MKeepAliveMany)
+		r.sc.Advance(5 * time.Second)
+		wait.For(t, 0, "the renewals after a hold", func() bool { return r.p.Count(wire.MKeepAliveMany) > before })
+		r.cc.Advance(3 * time.Second)
+		for j, cl := range r.cls {
+			if st := cl.State(); st != client.SessionSafe {
+				t.Fatalf("round %d: client %d is %v", i, j, st)
+			}
+		}
+	}
+	if got := r.p.Count(wire.MKeepAlive); got != 0 {
+		t.Fatalf("%d KeepAlive calls through the Pool, want none (KeepAliveMany only)", got)
+	}
+	// One call per round would be ideal; a reply racing the gather window
+	// can split a round in two or three, never into one per session.
+	if got := r.p.Count(wire.MKeepAliveMany) - start; got > 3*rounds {
+		t.Fatalf("%d KeepAliveMany calls for %d rounds of %d sessions, want at most %d", got, rounds, n, 3*rounds)
+	}
+	if got := r.c.Status().Sessions; got != n {
+		t.Fatalf("the master has %d sessions, want %d", got, n)
+	}
+}
+
+// TestPoolClientsStayDistinctSessions: Clients sharing a connection keep
+// sessions, caches and locks of their own: one's cached read is
+// invalidated before another's write returns (the invalidation travels in
+// a KeepAliveMany reply), a lock held by one is not another's, and closing
+// one ends only its session.
+func TestPoolClientsStayDistinctSessions(t *testing.T) {
+	r := newPoolRig(t, 3)
+	a, b, c := r.cls[0], r.cls[1], r.cls[2]
+	path := r.c.Path("cfg")
+	if _, err := a.WriteFile(ctxT(t), path, []byte("v1")); err != nil {
+		t.Fatalf("write v1: %v", err)
+	}
+	h, err := b.Open(ctxT(t), path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if data, _, err := h.GetContentsAndStat(ctxT(t)); err != nil || !bytes.Equal(data, []byte("v1")) {
+		t.Fatalf("b reads %q, %v; want v1", data, err)
+	}
+	hits := b.CacheStats().Hits
+	if data, _, err := h.GetContentsAndStat(ctxT(t)); err != nil || !bytes.Equal(data, []byte("v1")) || b.CacheStats().Hits != hits+1 {
+		t.Fatalf("b's second read: %q, %v, cache hits %d → %d; want v1 from the cache", data, err, hits, b.CacheStats().Hits)
+	}
+	if _, err := a.WriteFile(ctxT(t), path, []byte("v2")); err != nil {
+		t.Fatalf("write v2: %v", err)
+	}
+	if data, _, err := h.GetContentsAndStat(ctxT(t)); err != nil || !bytes.Equal(data, []byte("v2")) {
+		t.Fatalf("b reads %q, %v after a's write returned; want v2", data, err)
+	}
+
+	lock := r.c.Path("lock")
+	la, err := a.Open(ctxT(t), lock, client.Create())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Acquire(ctxT(t), client.Exclusive); err != nil {
+		t.Fatalf("a acquires: %v", err)
+	}
+	lc, err := c.Open(ctxT(t), lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.TryAcquire(ctxT(t), client.Exclusive); !errors.Is(err, client.ErrLockHeld) {
+		t.Fatalf("c's TryAcquire of a's lock: %v; want ErrLockHeld", err)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatalf("close c: %v", err)
+	}
+	wait.For(t, 0, "the master to end c's session", func() bool { return r.c.Status().Sessions == 2 })
+	if data, _, err := h.GetContentsAndStat(ctxT(t)); err != nil || !bytes.Equal(data, []byte("v2")) {
+		t.Fatalf("b reads %q, %v after c closed; want v2", data, err)
+	}
+	if err := la.Release(ctxT(t)); err != nil {
+		t.Fatalf("a releases after c closed: %v", err)
+	}
+	if got := r.p.Conns(); got != 1 {
+		t.Fatalf("%d connections after c closed, want the shared 1", got)
+	}
+}
