@@ -66,7 +66,7 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 // keepAliveMany is keepAlive for the sessions of a KeepAliveMany from
 // principal: each entry is checked as its session's own KeepAlive would be
 // (a refusal answers that entry, not the call) and renewed; then one poll
-// is parked for all of them, held a third of the shortest TTL, unless one
+// is parked for all of them, held session.KeepAliveManyHold, unless one
 // is urgent, has something to deliver or was refused: then every session
 // is answered at once.
 func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, entries []wire.KeepAliveEntry) {
@@ -104,7 +104,7 @@ func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, en
 		rep = t.answerManyLocked(p)
 		rep.Sessions = append(rep.Sessions, refused...)
 	} else {
-		p.timer = t.clock.AfterFunc(session.KeepAliveHold(minTTL, t.rng), func() { t.answer(p) })
+		p.timer = t.clock.AfterFunc(session.KeepAliveManyHold(minTTL), func() { t.answer(p) })
 	}
 	t.mu.Unlock()
 	for _, e := range early {

@@ -66,14 +66,15 @@ func TestKeepAliveManyParksAndRenewsAll(t *testing.T) {
 	clk := session.NewManualClock(unitStart)
 	lt := newUnitLeases(t, clk, &fakeStall{})
 	addSessions(lt, clk.Now(), 4, unitTTL)
-	maxHold := unitTTL/3 + unitTTL/15
+	hold := session.KeepAliveManyHold(unitTTL)
 	for round := range 6 {
 		var r replies
 		lt.keepAliveMany(&r, uint64(round+1), "p", entries(1, 2, 3))
+		clk.Advance(hold - time.Millisecond)
 		if n := len(r.all()); n != 0 {
 			t.Fatalf("round %d: answered before the hold: %+v", round, r.all())
 		}
-		clk.Advance(maxHold)
+		clk.Advance(time.Millisecond)
 		rep := manyReply(t, &r, uint64(round+1))
 		if got := sessionsOf(rep); !slices.Equal(got, []uint64{1, 2, 3}) {
 			t.Fatalf("round %d: reply answers sessions %v, want [1 2 3]", round, got)
@@ -84,7 +85,7 @@ func TestKeepAliveManyParksAndRenewsAll(t *testing.T) {
 			}
 		}
 	}
-	// 6 holds of at most 4.8 s: session 4, never renewed, ran out.
+	// 6 holds of 2.4 s: session 4, never renewed, ran out.
 	wantExpired(t, lt, 4)
 	for id := uint64(1); id <= 3; id++ {
 		if err := lt.check(id); err != nil {

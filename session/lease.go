@@ -60,6 +60,18 @@ func KeepAliveHold(ttl time.Duration, r *rand.Rand) time.Duration {
 	return third + jitter
 }
 
+// KeepAliveManyHold is how long the master holds a KeepAliveMany (the
+// KeepAlives of many sessions sharing a connection) before it answers: a
+// fifth of the shortest TTL among them, without jitter. It is well under
+// the shortest RenewInterval (a third less 20 %), so the call is
+// answered before any of its sessions sends its next KeepAlive — which
+// would answer the call at once for all of them, and, sessions sending at
+// their own jittered times, break one call per connection into many small
+// ones. Sessions answered together renew together: one call per hold.
+func KeepAliveManyHold(shortestTTL time.Duration) time.Duration {
+	return shortestTTL / 5
+}
+
 // RenewInterval is how long after sending a KeepAlive the client sends the
 // next one if the first is still parked: a third of the TTL shortened by up
 // to 20 % at random. The master answers a parked KeepAlive as soon as the

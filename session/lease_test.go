@@ -221,3 +221,20 @@ func TestRenewInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepAliveManyHold: a KeepAliveMany is answered before the shortest
+// interval after which any of its sessions sends its next KeepAlive (which
+// would answer it early, for all of them), with a tenth of that interval
+// to spare for the gather window and the round trip.
+func TestKeepAliveManyHold(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, ttl := range []time.Duration{MinTTL, time.Second, DefaultTTL, MaxTTL} {
+		shortest := ttl
+		for range 5000 {
+			shortest = min(shortest, RenewInterval(ttl, r))
+		}
+		if hold := KeepAliveManyHold(ttl); hold <= 0 || hold+shortest/10 > shortest {
+			t.Errorf("ttl %v: hold %v, the shortest renewal interval %v; want the hold under 90 %% of it", ttl, hold, shortest)
+		}
+	}
+}

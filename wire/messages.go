@@ -144,7 +144,7 @@ type KeepAliveReply struct {
 // names no session; each entry names its own, with its secret, and is
 // checked as a KeepAlive of that session would be. The master holds the
 // call until any of the sessions has something to deliver, one of them is
-// urgent, or the hold (a third of the shortest TTL) ends, and then answers
+// urgent, or the hold (a fifth of the shortest TTL) ends, and then answers
 // every session of the call at once.
 type KeepAliveManyArgs struct {
 	Sessions []KeepAliveEntry `msgpack:"ss"`

@@ -45,6 +45,8 @@ type env struct {
 	// atMeasure and atEnd, if set, run as the measured window opens and
 	// closes (a workload's counters snapshot).
 	atMeasure, atEnd func()
+	// usage samples the server at the window's ends (-server-metrics).
+	usage *serverUsage
 
 	// pools are the connections the clients share (-conns), nil when each
 	// has its own; dialled counts the clients, to spread them over pools.
@@ -60,6 +62,9 @@ type env struct {
 
 func newEnv(o *options, stderr io.Writer) *env {
 	e := &env{o: o, limiter: NewLimiter(o.rate), stderr: stderr, prog: newProgress(stderr, o.quiet)}
+	if o.metrics != "" {
+		e.usage = &serverUsage{url: o.metrics}
+	}
 	if o.conns > 0 && o.conns < o.clients {
 		for range o.conns {
 			e.pools = append(e.pools, client.NewPool())
@@ -263,11 +268,13 @@ func (e *env) timeline(ctx context.Context, warmup, duration time.Duration) (tim
 	if e.atMeasure != nil {
 		e.atMeasure()
 	}
+	e.usage.begin()
 	e.phase.Store(phaseMeasure)
 	t0 := time.Now()
 	ok := sleepCtx(ctx, duration)
 	e.phase.Store(phaseDone)
 	window := time.Since(t0)
+	e.usage.finish()
 	if e.atEnd != nil {
 		e.atEnd()
 	}

@@ -43,6 +43,9 @@ type options struct {
 	json     bool
 	quiet    bool
 	failOn   bool
+	// metrics is a server's /metrics URL whose process figures the run
+	// reports for its measured window ("": none).
+	metrics string
 
 	// workload flags
 	cached bool          // read
@@ -80,6 +83,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := newEnv(o, stderr)
 	r, err := o.workload.run(ctx, e)
 	e.close()
+	if err == nil {
+		var fs []Figure
+		fs, err = e.usage.figures()
+		r.Extras = append(r.Extras, fs...)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("interrupted: %w", err)
@@ -171,6 +179,7 @@ func flagSet(w *workload, o *options) *flag.FlagSet {
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to keep trying to reach the cell when creating a session")
 	fl.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fl.BoolVar(&o.quiet, "quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
+	fl.StringVar(&o.metrics, "server-metrics", "", "a server's /metrics URL (chubbyd -http-addr, e.g. http://127.0.0.1:7180/metrics): report its CPU over the measured window and its memory (server_cpu_cores, server_rss_mb)")
 	fl.BoolVar(&o.failOn, "fail-on-error", false, "exit 1 if any operation failed (or, for sessions, a session was lost)")
 	if w.flags != nil {
 		w.flags(fl, o)

@@ -60,6 +60,7 @@ func runSessions(ctx context.Context, e *env) (*Result, error) {
 	}
 
 	// Hold them. A lost session is one whose Done closed before the end.
+	e.usage.begin()
 	holdStart := time.Now()
 	intr := ctx.Err() != nil
 	if !intr {
@@ -76,6 +77,7 @@ func runSessions(ctx context.Context, e *env) (*Result, error) {
 		stopProg()
 	}
 	held := time.Since(holdStart)
+	e.usage.finish()
 	e.phase.Store(phaseDone)
 	var lost int64
 	for _, c := range cs {
