@@ -104,7 +104,7 @@ func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, en
 		rep = t.answerManyLocked(p)
 		rep.Sessions = append(rep.Sessions, refused...)
 	} else {
-		p.timer = t.clock.AfterFunc(session.KeepAliveManyHold(minTTL), func() { t.answer(p) })
+		p.timer = t.clock.AfterFunc(t.manyHoldLocked(p, now, session.KeepAliveManyHold(minTTL)), func() { t.answer(p) })
 	}
 	t.mu.Unlock()
 	for _, e := range early {
@@ -115,6 +115,28 @@ func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, en
 	if answerNow {
 		c.reply(reqID, rep, nil)
 	}
+}
+
+// manyHoldLocked is how long to hold KeepAliveMany poll p, parked now: at
+// most hold, and no later than the end of another KeepAliveMany parked on
+// the same connection. The connection's calls are then answered together,
+// their sessions send their next KeepAlives together, and the client joins
+// them in one call: sessions created at different times (in calls of their
+// own) end up renewing in one call per connection, where calls answered
+// at their own times would stay apart for good.
+func (t *leaseTable) manyHoldLocked(p *poll, now time.Time, hold time.Duration) time.Duration {
+	at := now.Add(hold)
+	if d, ok := t.manyDue[p.c]; ok && !d.p.answered && d.at.After(now) && d.at.Before(at) {
+		return d.at.Sub(now)
+	}
+	t.manyDue[p.c] = manyDue{p: p, at: at}
+	return hold
+}
+
+// manyDue is the end of the hold of a connection's parked KeepAliveMany.
+type manyDue struct {
+	p  *poll
+	at time.Time
 }
 
 // renewLocked is what a KeepAlive of lease l does before it parks: it
@@ -177,6 +199,9 @@ func (t *leaseTable) answerManyLocked(p *poll) wire.KeepAliveManyReply {
 	p.answered = true
 	if p.timer != nil {
 		p.timer.Stop()
+	}
+	if t.manyDue[p.c].p == p {
+		delete(t.manyDue, p.c)
 	}
 	rep := wire.KeepAliveManyReply{Sessions: make([]wire.KeepAliveResult, 0, len(p.ids))}
 	used := 0

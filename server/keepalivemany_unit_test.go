@@ -233,3 +233,31 @@ func TestKeepAliveManyEnds(t *testing.T) {
 		t.Fatalf("%d replies after the hold, want 1", n)
 	}
 }
+
+// TestKeepAliveManyCallsOfAConnectionEndTogether: a KeepAliveMany parked on
+// a connection that has one parked already is answered when that one is
+// (not a full hold later), so the sessions of both renew together from
+// then on; a call on another connection keeps its own hold.
+func TestKeepAliveManyCallsOfAConnectionEndTogether(t *testing.T) {
+	clk := session.NewManualClock(unitStart)
+	lt := newUnitLeases(t, clk, &fakeStall{})
+	addSessions(lt, clk.Now(), 3, unitTTL)
+	hold := session.KeepAliveManyHold(unitTTL)
+	var conn, other replies
+	lt.keepAliveMany(&conn, 1, "p", entries(1))
+	clk.Advance(hold / 2)
+	lt.keepAliveMany(&conn, 2, "p", entries(2))
+	lt.keepAliveMany(&other, 3, "p", entries(3))
+	clk.Advance(hold / 2)
+	got := conn.all()
+	if len(got) != 2 {
+		t.Fatalf("%d replies on the connection at the first call's hold, want both calls answered: %+v", len(got), got)
+	}
+	if n := len(other.all()); n != 0 {
+		t.Fatalf("the other connection's call answered after half its hold")
+	}
+	clk.Advance(hold / 2)
+	if n := len(other.all()); n != 1 {
+		t.Fatalf("the other connection's call: %d replies after its hold, want 1", n)
+	}
+}

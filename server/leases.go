@@ -60,6 +60,10 @@ type leaseTable struct {
 	wake   session.Timer
 	wakeAt time.Time
 
+	// manyDue is, by connection, when its latest parked KeepAliveMany
+	// is answered (manyHoldLocked).
+	manyDue map[replier]manyDue
+
 	// summary logs fresh leases after a stall per interval, not per session.
 	summary *logSummary
 	// kaRate counts KeepAlives per second of the lease clock over the last
@@ -125,7 +129,7 @@ type lease struct {
 }
 
 func newLeaseTable(clock session.Clock, log hclog.Logger, stall stallDetector, m leaseMetrics) *leaseTable {
-	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{}, owners: map[string]int{},
+	return &leaseTable{clock: clock, log: log, stall: stall, metrics: m, m: map[uint64]*lease{}, owners: map[string]int{}, manyDue: map[replier]manyDue{},
 		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)),
 		expiredC: make(chan struct{}, 1), summary: newLogSummary(log, clock, summaryInterval)}
 }
@@ -225,6 +229,7 @@ func (t *leaseTable) owned(principal string) int {
 func (t *leaseTable) clearLocked() []*poll {
 	t.expired = nil
 	t.due = nil
+	clear(t.manyDue)
 	if t.wake != nil {
 		t.wake.Stop()
 	}

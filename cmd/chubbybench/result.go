@@ -196,6 +196,9 @@ func fmtValue(key string, v any) string {
 		if strings.HasSuffix(key, "_s") {
 			return fmt.Sprintf("%.2f", v)
 		}
+		if strings.HasSuffix(key, "_cores") {
+			return fmt.Sprintf("%.3f", v)
+		}
 		return fmt.Sprintf("%.1f", v)
 	case string:
 		return v
