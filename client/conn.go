@@ -52,9 +52,15 @@ type rpcConn struct {
 	t    *transport
 	done chan struct{}
 	once sync.Once
+	// kas are the view's KeepAlives waiting in the shared transport's
+	// KeepAliveMany calls (nil once the view ended).
+	kaMu sync.Mutex
+	kas  map[*kaWaiter]struct{}
 }
 
-func (t *transport) view() *rpcConn { return &rpcConn{t: t, done: make(chan struct{})} }
+func (t *transport) view() *rpcConn {
+	return &rpcConn{t: t, done: make(chan struct{}), kas: map[*kaWaiter]struct{}{}}
+}
 
 // dialConn connects to addr: a Client's own connection.
 func dialConn(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcConn, error) {
@@ -183,6 +189,7 @@ func (c *rpcConn) drop() { c.end(true) }
 func (c *rpcConn) end(failed bool) {
 	c.once.Do(func() {
 		close(c.done)
+		c.failKeepAlives()
 		if c.t.pool != nil {
 			c.t.pool.release(c.t, failed)
 			return

@@ -67,10 +67,11 @@ func (c *Client) keepAliveLoop() {
 			c.rngMu.Lock()
 			nextSend = now.Add(session.RenewInterval(ttl, c.rng))
 			c.rngMu.Unlock()
-			go func() {
-				rep, err := conn.keepAlive(ctx, epoch, c.session(), args)
+			// results holds both answers that can be in flight: the
+			// delivery never blocks.
+			conn.keepAlive(ctx, epoch, c.session(), args, func(rep wire.KeepAliveReply, err error) {
 				results <- result{now, epoch, rep, err, conn}
-			}()
+			})
 		}
 		c.mu.Lock()
 		wake := c.lease.Expiry()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chubby-dev/chubby/wire"
@@ -164,35 +165,67 @@ type kaBatcher struct {
 
 // kaWaiter is one session's KeepAlive waiting for its answer.
 type kaWaiter struct {
-	ctx   context.Context
+	view  *rpcConn
 	epoch uint64
 	entry wire.KeepAliveEntry
-	ch    chan kaResult // buffered: the answer never waits for the Client
+	// deliver hands the answer over, once (answered guards it): the
+	// reply, or the error of the call or of the view's end.
+	deliver  func(wire.KeepAliveReply, error)
+	answered atomic.Bool
 }
 
-type kaResult struct {
-	rep wire.KeepAliveReply
-	err error
-}
-
-// keepAlive renews the session's lease: a KeepAlive call of its own on a
-// Client's own connection, its part of a KeepAliveMany on a shared one.
-func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs) (wire.KeepAliveReply, error) {
-	var rep wire.KeepAliveReply
-	if c.t.pool == nil {
-		err := c.call(ctx, wire.MKeepAlive, epoch, sess, args, &rep)
-		return rep, err
+func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
+	if w.answered.CompareAndSwap(false, true) {
+		w.view.forgetKeepAlive(w)
+		w.deliver(rep, err)
 	}
-	w := &kaWaiter{ctx: ctx, epoch: epoch, ch: make(chan kaResult, 1),
+}
+
+// keepAlive renews the session's lease and hands the answer to deliver,
+// from another goroutine: a KeepAlive call of its own on a Client's own
+// connection, its part of a KeepAliveMany on a shared one (no goroutine
+// of its own while it waits). Ending the view fails it; ctx ends only the
+// call of its own (a Client's loop ends its view when it stops).
+func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error)) {
+	if c.t.pool == nil {
+		go func() {
+			var rep wire.KeepAliveReply
+			err := c.call(ctx, wire.MKeepAlive, epoch, sess, args, &rep)
+			deliver(rep, err)
+		}()
+		return
+	}
+	w := &kaWaiter{view: c, epoch: epoch, deliver: deliver,
 		entry: wire.KeepAliveEntry{Session: sess.id, Secret: sess.secret, Urgent: args.Urgent, AckInval: args.AckInval}}
+	c.kaMu.Lock()
+	ended := c.kas == nil
+	if !ended {
+		c.kas[w] = struct{}{}
+	}
+	c.kaMu.Unlock()
+	if ended {
+		w.answer(wire.KeepAliveReply{}, fmt.Errorf("%w: connection closed by client", errConnLost))
+		return
+	}
 	c.t.queueKeepAlive(w)
-	select {
-	case r := <-w.ch:
-		return r.rep, r.err
-	case <-ctx.Done():
-		return rep, ctx.Err()
-	case <-c.done:
-		return rep, fmt.Errorf("%w: connection closed by client", errConnLost)
+}
+
+// forgetKeepAlive drops an answered KeepAlive from the view's.
+func (c *rpcConn) forgetKeepAlive(w *kaWaiter) {
+	c.kaMu.Lock()
+	delete(c.kas, w)
+	c.kaMu.Unlock()
+}
+
+// failKeepAlives answers the view's KeepAlives in flight with the end of
+// the view; later ones fail at once.
+func (c *rpcConn) failKeepAlives() {
+	c.kaMu.Lock()
+	ws := c.kas
+	c.kas = nil
+	c.kaMu.Unlock()
+	for w := range ws {
+		w.answer(wire.KeepAliveReply{}, fmt.Errorf("%w: connection closed by client", errConnLost))
 	}
 }
 
@@ -220,7 +253,7 @@ func (t *transport) flushKeepAlives() {
 	batches := map[uint64][]*kaWaiter{}
 	var epochs []uint64
 	for _, w := range q {
-		if w.ctx.Err() != nil { // its Client stopped waiting
+		if w.answered.Load() { // its Client stopped waiting
 			continue
 		}
 		b := batches[w.epoch]
@@ -255,7 +288,7 @@ func (t *transport) sendKeepAlives(epoch uint64, ws []*kaWaiter) {
 	var rep wire.KeepAliveManyReply
 	if err := t.callNumbered(ctx, nil, wire.MKeepAliveMany, epoch, sessionRef{}, 0, 0, args, &rep); err != nil {
 		for _, w := range ws {
-			w.ch <- kaResult{err: err}
+			w.answer(wire.KeepAliveReply{}, err)
 		}
 		return
 	}
@@ -266,11 +299,11 @@ func (t *transport) sendKeepAlives(epoch uint64, ws []*kaWaiter) {
 	for _, r := range rep.Sessions {
 		if w := byID[r.Session]; w != nil {
 			delete(byID, r.Session)
-			w.ch <- kaResult{rep: r.Reply, err: r.Err()}
+			w.answer(r.Reply, r.Err())
 		}
 	}
 	for _, w := range ws { // left out: renewed but not answered; ask again
-		if byID[w.entry.Session] == w && w.ctx.Err() == nil {
+		if byID[w.entry.Session] == w && !w.answered.Load() {
 			t.queueKeepAlive(w)
 		}
 	}

@@ -90,6 +90,11 @@ func (e *env) measuring() bool { return e.phase.Load() == phaseMeasure }
 // shared connections spread evenly, if there are any.
 func (e *env) config() client.Config {
 	cfg := client.Config{Servers: e.o.servers, SessionTTL: e.o.ttl}
+	if e.o.workload.name == "sessions" {
+		// Its sessions watch nothing: the session events (jeopardy,
+		// safe, expired) need no 256-slot buffer per session.
+		cfg.EventBuffer = 16
+	}
 	if e.pools != nil {
 		cfg.Pool = e.pools[int(e.dialled.Add(1)-1)%len(e.pools)]
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,9 @@ type options struct {
 	// metrics is a server's /metrics URL whose process figures the run
 	// reports for its measured window ("": none).
 	metrics string
+	// cpuProfile, if set, is where to write the load tool's own CPU
+	// profile of the run.
+	cpuProfile string
 
 	// workload flags
 	cached bool          // read
@@ -80,6 +84,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "chubbybench: -cpuprofile: %v\n", err)
+			return exitFailed
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	e := newEnv(o, stderr)
 	r, err := o.workload.run(ctx, e)
 	e.close()
@@ -180,6 +196,7 @@ func flagSet(w *workload, o *options) *flag.FlagSet {
 	fl.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fl.BoolVar(&o.quiet, "quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
 	fl.StringVar(&o.metrics, "server-metrics", "", "a server's /metrics URL (chubbyd -http-addr, e.g. http://127.0.0.1:7180/metrics): report its CPU over the measured window and its memory (server_cpu_cores, server_rss_mb)")
+	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write chubbybench's own CPU profile of the run to this file (go tool pprof)")
 	fl.BoolVar(&o.failOn, "fail-on-error", false, "exit 1 if any operation failed (or, for sessions, a session was lost)")
 	if w.flags != nil {
 		w.flags(fl, o)
