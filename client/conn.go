@@ -25,8 +25,7 @@ var errConnLost = errors.New("connection to the master lost")
 type transport struct {
 	addr    string
 	nc      net.Conn
-	wmu     sync.Mutex
-	wbuf    []byte
+	w       *wire.FrameWriter
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan *wire.Response
@@ -90,7 +89,7 @@ func dialTransport(ctx context.Context, addr string, tlsCfg *tls.Config) (*trans
 		}
 		nc = tc
 	}
-	t := &transport{addr: addr, nc: nc, pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
+	t := &transport{addr: addr, nc: nc, w: wire.NewFrameWriter(nc, 10*time.Second), pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
 	go t.readLoop()
 	return t, nil
 }
@@ -234,16 +233,10 @@ func (c *transport) callNumbered(ctx context.Context, viewDone <-chan struct{}, 
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	c.wmu.Lock()
-	c.wbuf, err = wire.AppendFrame(c.wbuf[:0], &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
+	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
 	if err == nil {
-		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		_, err = c.nc.Write(c.wbuf)
+		err = c.w.Write(frame)
 	}
-	if cap(c.wbuf) > 64<<10 {
-		c.wbuf = nil
-	}
-	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}

@@ -52,8 +52,7 @@ type conn struct {
 	// first call is read.
 	principal string
 	br        *bufio.Reader
-	wmu       sync.Mutex
-	buf       []byte
+	w         *wire.FrameWriter
 	closed    chan struct{}
 	once      sync.Once
 }
@@ -68,27 +67,21 @@ func (c *conn) close() {
 	})
 }
 
-// send writes one response frame. Errors close the connection.
+// send writes one response frame (with the frames of other replies sent
+// at the same time: see wire.FrameWriter). Errors close the connection.
 func (c *conn) send(resp *wire.Response) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	var err error
-	c.buf, err = wire.AppendFrame(c.buf[:0], resp)
+	frame, err := wire.AppendFrame(nil, resp)
 	if err != nil {
 		// The caller still gets an answer: the error, which always fits.
 		c.log.Warn("reply not sent", "id", resp.ID, "err", err)
-		c.buf, err = wire.AppendFrame(c.buf[:0], errorResponse(resp.ID, fmt.Errorf("%w: the reply could not be sent: %v", fs.ErrTooLarge, err)))
+		frame, err = wire.AppendFrame(nil, errorResponse(resp.ID, fmt.Errorf("%w: the reply could not be sent: %v", fs.ErrTooLarge, err)))
 		if err != nil {
 			c.close()
 			return
 		}
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.nc.Write(c.buf); err != nil {
+	if err := c.w.Write(frame); err != nil {
 		c.close()
-	}
-	if cap(c.buf) > 64<<10 {
-		c.buf = nil
 	}
 }
 
@@ -286,7 +279,7 @@ func (s *Server) acceptLoop() {
 			tc.SetKeepAlive(true)
 		}
 		c := &conn{id: s.connSeq.Add(1), log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames, workers: s.workers,
-			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
+			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), w: wire.NewFrameWriter(nc, 10*time.Second), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
 		s.connsMu.Lock()
 		if s.closing.Load() {
 			s.connsMu.Unlock()

@@ -50,7 +50,7 @@ func TestListPage(t *testing.T) {
 func TestReplyTooLargeIsAnError(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
-	c := &conn{log: hclog.NewNullLogger(), nc: server, closed: make(chan struct{})}
+	c := &conn{log: hclog.NewNullLogger(), nc: server, w: wire.NewFrameWriter(server, 10*time.Second), closed: make(chan struct{})}
 	defer c.close()
 
 	got := make(chan *wire.Response, 2)

@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// FrameWriter writes frames to a connection for many goroutines at once:
+// the frames that senders hand it while a write is under way go out
+// together in the next write, so a connection that carries the calls of
+// many sessions (or the replies to them) makes a system call per batch of
+// frames, not per frame. Write returns once its frame is written — a
+// sender is held back by a slow peer as with a write of its own — or the
+// connection failed.
+type FrameWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	out     []byte // frames waiting for the next write
+	spare   []byte // the buffer of the last write, for reuse
+	queued  uint64 // frames handed in
+	written uint64 // frames written (the first `written` handed in)
+	writing bool
+	err     error
+}
+
+// NewFrameWriter writes to nc, giving each write timeout.
+func NewFrameWriter(nc net.Conn, timeout time.Duration) *FrameWriter {
+	w := &FrameWriter{nc: nc, timeout: timeout}
+	w.cond.L = &w.mu
+	return w
+}
+
+// maxKeptBuffer: a write buffer larger than this is not kept for reuse.
+const maxKeptBuffer = 64 << 10
+
+// Write writes frame (a whole frame, as AppendFrame makes) and returns
+// when it is on the connection, or the error that failed the connection
+// (every later Write fails with it too).
+func (w *FrameWriter) Write(frame []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	w.out = append(w.out, frame...)
+	w.queued++
+	mine := w.queued
+	for w.writing {
+		if w.written >= mine || w.err != nil {
+			return w.err
+		}
+		w.cond.Wait()
+	}
+	if w.written >= mine || w.err != nil {
+		return w.err
+	}
+	// This sender writes: its frame and everything queued, then what
+	// queued meanwhile, until nothing waits.
+	w.writing = true
+	for len(w.out) > 0 && w.err == nil {
+		buf, upTo := w.out, w.queued
+		w.out = w.spare[:0]
+		w.mu.Unlock()
+		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+		_, err := w.nc.Write(buf)
+		w.mu.Lock()
+		if err != nil {
+			w.err = err
+		}
+		w.written = upTo
+		if cap(buf) <= maxKeptBuffer {
+			w.spare = buf[:0]
+		} else {
+			w.spare = nil
+		}
+		w.cond.Broadcast()
+	}
+	w.writing = false
+	w.cond.Broadcast()
+	return w.err
+}
