@@ -42,6 +42,10 @@ type transport struct {
 	retired bool
 	// ka batches the KeepAlives of a shared transport's sessions.
 	ka kaBatcher
+	// helloRep is a shared transport's last answer to Hello, at helloAt
+	// (under mu).
+	helloRep wire.HelloReply
+	helloAt  time.Time
 }
 
 // rpcConn is a Client's connection to a server: a view of a transport that

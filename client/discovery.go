@@ -93,7 +93,7 @@ func (c *Client) findMaster(ctx context.Context, servers []string) (found, error
 			r := probeResult{addr: addr}
 			r.conn, r.err = c.dial(pctx, addr)
 			if r.err == nil {
-				r.err = r.conn.call(pctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &r.hello)
+				r.hello, r.err = r.conn.hello(pctx)
 				if r.err != nil {
 					r.conn.close()
 					r.conn = nil

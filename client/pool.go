@@ -150,6 +150,37 @@ func (c *Client) dial(ctx context.Context, addr string) (*rpcConn, error) {
 	return dialConn(ctx, addr, c.cfg.TLS)
 }
 
+// helloFresh is how long a shared connection's answer to Hello stands for
+// the next Client that probes that server: a burst of Dials through a Pool
+// asks each server once, not once per session. A master that changed
+// meanwhile refuses the Client's first call (wrong epoch, not master), and
+// the Client then drops the connection and asks again on a new one.
+const helloFresh = time.Second
+
+// hello asks the server who the master is: on a shared connection, the
+// answer another Client got within helloFresh stands.
+func (c *rpcConn) hello(ctx context.Context) (wire.HelloReply, error) {
+	t := c.t
+	if t.pool != nil {
+		t.mu.Lock()
+		h, at := t.helloRep, t.helloAt
+		t.mu.Unlock()
+		if !at.IsZero() && time.Since(at) < helloFresh {
+			return h, nil
+		}
+	}
+	var h wire.HelloReply
+	if err := c.call(ctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &h); err != nil {
+		return h, err
+	}
+	if t.pool != nil {
+		t.mu.Lock()
+		t.helloRep, t.helloAt = h, time.Now()
+		t.mu.Unlock()
+	}
+	return h, nil
+}
+
 // keepAliveGather is how long a shared connection waits after the first
 // KeepAlive of a batch for others to join: the sessions one reply answered
 // send their next KeepAlives within it.

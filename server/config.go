@@ -137,7 +137,7 @@ const (
 	DefaultMaxWaitsPerSession      = 1_000
 	DefaultMaxWatchesPerSession    = 10_000
 	DefaultMaxSessionsPerPrincipal = 20_000
-	DefaultCreateSessionRate       = 5_000
+	DefaultCreateSessionRate       = 20_000
 	// DefaultMaxFrameMemory: 256 large frames of a megabyte in flight.
 	DefaultMaxFrameMemory = 256 << 20
 )

@@ -78,7 +78,7 @@ func newEnv(o *options, stderr io.Writer) *env {
 // connection already open, not a connection of its own).
 func (e *env) dialParallelism() int {
 	if e.pools != nil {
-		return 8 * dialParallel
+		return 16 * dialParallel
 	}
 	return dialParallel
 }
