@@ -150,15 +150,18 @@ func (c *Client) dial(ctx context.Context, addr string) (*rpcConn, error) {
 	return dialConn(ctx, addr, c.cfg.TLS)
 }
 
-// helloFresh is how long a shared connection's answer to Hello stands for
-// the next Client that probes that server: a burst of Dials through a Pool
-// asks each server once, not once per session. A master that changed
-// meanwhile refuses the Client's first call (wrong epoch, not master), and
-// the Client then drops the connection and asks again on a new one.
+// helloFresh is how long a shared connection's answer to Hello "I am the
+// master" stands for the next Client that probes that server: a burst of
+// Dials through a Pool asks the master once, not once per session. Only
+// that answer stands: a server that was not master a moment ago may be
+// now (after a failover every Client asks afresh until one finds the new
+// master). A master that lost its place meanwhile refuses the Client's
+// first call (wrong epoch, not master), and the Client then drops the
+// connection and asks again on a new one.
 const helloFresh = time.Second
 
-// hello asks the server who the master is: on a shared connection, the
-// answer another Client got within helloFresh stands.
+// hello asks the server who the master is: on a shared connection, a
+// master's answer another Client got within helloFresh stands.
 func (c *rpcConn) hello(ctx context.Context) (wire.HelloReply, error) {
 	t := c.t
 	if t.pool != nil {
@@ -173,7 +176,7 @@ func (c *rpcConn) hello(ctx context.Context) (wire.HelloReply, error) {
 	if err := c.call(ctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &h); err != nil {
 		return h, err
 	}
-	if t.pool != nil {
+	if t.pool != nil && h.IsMaster {
 		t.mu.Lock()
 		t.helloRep, t.helloAt = h, time.Now()
 		t.mu.Unlock()
