@@ -70,24 +70,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	c := &Client{
-		cfg:       cfg,
-		clock:     cfg.Clock,
-		log:       cfg.Logger.Named("client"),
-		rng:       newRand(),
-		connReady: make(chan struct{}),
-		known:     append([]string(nil), cfg.Servers...),
-		held:      map[*Handle]struct{}{},
-		inflight:  map[uint64]struct{}{},
-		cache:     cache.New(cfg.Cache.cacheConfig()),
-		watches:   map[string]uint32{},
-		watchN:    map[string]int{},
-		events:    make(chan Event, cfg.EventBuffer),
-		subs:      map[uint64]func(Event){},
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-	}
+	c := newClient(cfg.withDefaults())
 	retry := c.newRetrier()
 	nonce := rand.Uint64() | 1 // math/rand/v2: seeded from the OS
 	for {
@@ -108,6 +91,28 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("%w: no master reachable at %v: %v", wire.ErrUnavailable, cfg.Servers, err)
 		case <-time.After(retry.next()):
 		}
+	}
+}
+
+// newClient is a Client of cfg (with its defaults) before it has a
+// connection or a session.
+func newClient(cfg Config) *Client {
+	return &Client{
+		cfg:       cfg,
+		clock:     cfg.Clock,
+		log:       cfg.Logger.Named("client"),
+		rng:       newRand(),
+		connReady: make(chan struct{}),
+		known:     append([]string(nil), cfg.Servers...),
+		held:      map[*Handle]struct{}{},
+		inflight:  map[uint64]struct{}{},
+		cache:     cache.New(cfg.Cache.cacheConfig()),
+		watches:   map[string]uint32{},
+		watchN:    map[string]int{},
+		events:    make(chan Event, cfg.EventBuffer),
+		subs:      map[uint64]func(Event){},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 

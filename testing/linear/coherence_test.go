@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/proxy"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"go.uber.org/goleak"
 )
@@ -299,4 +300,42 @@ func others(c *cell.Cluster, i int) []int {
 		}
 	}
 	return out
+}
+
+// TestCacheCoherenceThroughProxies runs the workload with every client
+// going through one of two chubbyproxies (package proxy) in front of a
+// three-server cell; a quarter into the run one proxy is killed, and its
+// clients go on through the other with their sessions and caches. Reads
+// answered from caches kept coherent through a proxy (invalidations and
+// event fills travel in the proxy's KeepAliveMany replies) must still be
+// linearizable.
+func TestCacheCoherenceThroughProxies(t *testing.T) {
+	c := cell.StartCluster(t, 3)
+	var ps []*proxy.Proxy
+	var addrs []string
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p, err := proxy.Start(ctx, proxy.Config{Cell: c.Addrs(), Listen: "127.0.0.1:0", Logger: c.Logger()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		ps = append(ps, p)
+		addrs = append(addrs, p.Addr())
+	}
+	d := runFor(t) + 3*time.Second // time for the clients to move over
+	runCoherence(t, workload{
+		dial: func(t *testing.T, cfg client.Config) *client.Client {
+			cfg.Servers, cfg.FixedServers = addrs, true
+			return c.Dial(t, cfg)
+		},
+		path: func(name string) string { return c.Path(name) },
+		nemesis: func(t *testing.T, rec *Recorder, deadline time.Time) {
+			time.Sleep(time.Until(deadline) / 4)
+			at := rec.Now()
+			ps[0].Close()
+			rec.Note("nemesis", "proxy 0 killed", at, rec.Now())
+		},
+	}, d)
 }

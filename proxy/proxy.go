@@ -1,0 +1,244 @@
+// Package proxy is chubbyproxy's core (Chubby §3.1): it takes clients'
+// connections, speaking to them the protocol a master speaks, and carries
+// their calls to the cell's master over one connection. Every call is
+// forwarded as its client made it — session, secret, epoch, call number —
+// so the master checks, applies and deduplicates it as if the client had
+// made it directly, and the clients' sessions are the master's: a client
+// whose proxy dies goes on through another proxy (or the cell) with its
+// session, locks and cache. What the proxy saves the master is the
+// KeepAlives: it renews all its clients' sessions with one KeepAliveMany
+// per hold, where they would each keep a KeepAlive parked.
+//
+// The proxy answers Hello as the master would, with the master's epoch and
+// itself as the master's address, and lists Peers (by default itself) as
+// the servers to try, so a client that learns servers from Hello stays
+// with the proxies.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Cell are RPC addresses of the cell's servers.
+	Cell []string
+	// Listen is the address clients connect to ("127.0.0.1:0": any port).
+	Listen string
+	// Name is the proxy's name in its Hello answers (default: its address).
+	Name string
+	// Peers are the addresses of the proxies a client may use, this one
+	// among them, given to clients as the servers to try (default: this
+	// proxy's address).
+	Peers []string
+	// Backoff paces finding the master again.
+	Backoff client.Backoff
+	Logger  hclog.Logger
+}
+
+// maxInFlight bounds the calls of one client connection being forwarded
+// at once; past it the proxy stops reading the connection.
+const maxInFlight = 256
+
+// helloTimeout bounds how long a Hello waits for the proxy to find the
+// master: a client asks the other proxies meanwhile.
+const helloTimeout = 2 * time.Second
+
+// Proxy is a running chubbyproxy.
+type Proxy struct {
+	cfg Config
+	log hclog.Logger
+	ln  net.Listener
+	up  *client.Upstream
+
+	closing atomic.Bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+// Start finds the cell's master and listens for clients.
+func Start(ctx context.Context, cfg Config) (*Proxy, error) {
+	if len(cfg.Cell) == 0 {
+		return nil, errors.New("proxy: no cell servers")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	up, err := client.DialUpstream(ctx, client.Config{Servers: cfg.Cell, Backoff: cfg.Backoff, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		up.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	if cfg.Name == "" {
+		cfg.Name = ln.Addr().String()
+	}
+	if len(cfg.Peers) == 0 {
+		cfg.Peers = []string{ln.Addr().String()}
+	}
+	p := &Proxy{cfg: cfg, log: cfg.Logger.Named("proxy"), ln: ln, up: up, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the address clients connect to.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops accepting, closes every client connection and the
+// connection to the cell.
+func (p *Proxy) Close() error {
+	if p.closing.Swap(true) {
+		return nil
+	}
+	p.ln.Close()
+	p.mu.Lock()
+	for nc := range p.conns {
+		nc.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return p.up.Close()
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		nc, err := p.ln.Accept()
+		if err != nil {
+			if p.closing.Load() {
+				return
+			}
+			p.log.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		p.mu.Lock()
+		if p.closing.Load() {
+			p.mu.Unlock()
+			nc.Close()
+			return
+		}
+		p.conns[nc] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.serve(nc)
+			p.mu.Lock()
+			delete(p.conns, nc)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// serve reads a client's calls until its connection ends: Hello is the
+// proxy's to answer, KeepAlive joins the next KeepAliveMany, every other
+// call is forwarded to the master.
+func (p *Proxy) serve(nc net.Conn) {
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := wire.NewFrameWriter(nc, 10*time.Second)
+	reply := func(id uint64, body []byte, err error) {
+		resp := wire.Response{ID: id, Body: body}
+		if err != nil {
+			resp = wire.Response{ID: id, Code: wire.Code(err), Error: err.Error()}
+		}
+		frame, ferr := wire.AppendFrame(nil, &resp)
+		if ferr == nil {
+			ferr = w.Write(frame)
+		}
+		if ferr != nil {
+			nc.Close()
+		}
+	}
+	slots := make(chan struct{}, maxInFlight)
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	br := bufio.NewReaderSize(nc, 16<<10)
+	for {
+		frame, err := wire.ReadFrame(br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				p.log.Debug("client connection ends", "remote", nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		req, err := wire.DecodeRequest(frame)
+		if err != nil {
+			reply(0, nil, wire.FromCode("bad_request", "bad request: "+err.Error()))
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		calls.Add(1)
+		done := func() { <-slots; calls.Done() }
+		switch req.Method {
+		case wire.MHello:
+			go func() {
+				defer done()
+				body, err := p.hello(ctx)
+				reply(req.ID, body, err)
+			}()
+		case wire.MKeepAlive:
+			var a wire.KeepAliveArgs
+			if err := wire.Unmarshal(req.Body, &a); err != nil {
+				done()
+				reply(req.ID, nil, wire.FromCode("bad_request", "bad request: KeepAlive arguments: "+err.Error()))
+				continue
+			}
+			// On its own goroutine: while the proxy finds the master
+			// again, the call waits there, not the connection's reader.
+			go p.up.KeepAlive(ctx, req.Epoch, req.Session, req.Secret, a, func(rep wire.KeepAliveReply, err error) {
+				defer done()
+				var body []byte
+				if err == nil {
+					body, err = wire.Marshal(rep)
+				}
+				reply(req.ID, body, err)
+			})
+		default:
+			go func() {
+				defer done()
+				body, err := p.up.Forward(ctx, req)
+				reply(req.ID, body, err)
+			}()
+		}
+	}
+}
+
+// hello answers Hello as the master would, naming this proxy as the
+// master and the proxies as the servers.
+func (p *Proxy) hello(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	h, err := p.up.Master(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return wire.Marshal(wire.HelloReply{Cell: h.Cell, Node: p.cfg.Name, IsMaster: true, Master: p.Addr(), Epoch: h.Epoch, Servers: p.cfg.Peers})
+}
