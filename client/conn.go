@@ -190,15 +190,21 @@ func (c *rpcConn) close() { c.end(false) }
 func (c *rpcConn) drop() { c.end(true) }
 
 func (c *rpcConn) end(failed bool) {
+	first := false
 	c.once.Do(func() {
+		first = true
 		close(c.done)
-		c.failKeepAlives()
 		if c.t.pool != nil {
 			c.t.pool.release(c.t, failed)
 			return
 		}
 		c.t.close()
 	})
+	if first {
+		// Outside once: an answer's callback may end the view again
+		// (an Upstream drops the connection its KeepAlive failed on).
+		c.failKeepAlives()
+	}
 }
 
 // sessionRef names the session a call is for (zero: none).

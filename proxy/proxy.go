@@ -114,8 +114,12 @@ func (p *Proxy) Close() error {
 		nc.Close()
 	}
 	p.mu.Unlock()
+	// Closing the upstream answers the calls in flight (a parked
+	// KeepAlive would otherwise hold its connection's goroutine for a
+	// hold, or for good if the master is gone).
+	err := p.up.Close()
 	p.wg.Wait()
-	return p.up.Close()
+	return err
 }
 
 func (p *Proxy) acceptLoop() {
@@ -158,7 +162,6 @@ func (p *Proxy) acceptLoop() {
 func (p *Proxy) serve(nc net.Conn) {
 	defer nc.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	w := wire.NewFrameWriter(nc, 10*time.Second)
 	reply := func(id uint64, body []byte, err error) {
 		resp := wire.Response{ID: id, Body: body}
@@ -175,7 +178,10 @@ func (p *Proxy) serve(nc net.Conn) {
 	}
 	slots := make(chan struct{}, maxInFlight)
 	var calls sync.WaitGroup
-	defer calls.Wait()
+	defer func() {
+		cancel() // the connection is gone: so are its calls
+		calls.Wait()
+	}()
 	br := bufio.NewReaderSize(nc, 16<<10)
 	for {
 		frame, err := wire.ReadFrame(br)
@@ -221,6 +227,17 @@ func (p *Proxy) serve(nc net.Conn) {
 				}
 				reply(req.ID, body, err)
 			})
+		case wire.MKeepAliveMany:
+			var a wire.KeepAliveManyArgs
+			if err := wire.Unmarshal(req.Body, &a); err != nil || len(a.Sessions) == 0 || len(a.Sessions) > wire.MaxKeepAliveMany {
+				done()
+				reply(req.ID, nil, wire.FromCode("bad_request", fmt.Sprintf("bad request: KeepAliveMany of %d sessions (1 to %d), %v", len(a.Sessions), wire.MaxKeepAliveMany, err)))
+				continue
+			}
+			go p.keepAliveMany(ctx, req, a.Sessions, func(body []byte, err error) {
+				defer done()
+				reply(req.ID, body, err)
+			})
 		default:
 			go func() {
 				defer done()
@@ -228,6 +245,33 @@ func (p *Proxy) serve(nc net.Conn) {
 				reply(req.ID, body, err)
 			}()
 		}
+	}
+}
+
+// keepAliveMany renews the sessions of a client's KeepAliveMany (a client
+// with a Pool, or a proxy in front of this one) in the proxy's own
+// KeepAliveMany calls, beside its other clients' sessions, and answers
+// once every one of them is answered.
+func (p *Proxy) keepAliveMany(ctx context.Context, req *wire.Request, es []wire.KeepAliveEntry, answer func([]byte, error)) {
+	var mu sync.Mutex
+	rep := wire.KeepAliveManyReply{Sessions: make([]wire.KeepAliveResult, 0, len(es))}
+	left := len(es)
+	for _, e := range es {
+		args := wire.KeepAliveArgs{Urgent: e.Urgent, AckInval: e.AckInval}
+		p.up.KeepAlive(ctx, req.Epoch, e.Session, e.Secret, args, func(r wire.KeepAliveReply, err error) {
+			res := wire.KeepAliveResult{Session: e.Session, Reply: r}
+			if err != nil {
+				res = wire.KeepAliveResult{Session: e.Session, Code: wire.Code(err), Error: err.Error()}
+			}
+			mu.Lock()
+			rep.Sessions = append(rep.Sessions, res)
+			left--
+			last := left == 0
+			mu.Unlock()
+			if last {
+				answer(wire.Marshal(rep))
+			}
+		})
 	}
 }
 

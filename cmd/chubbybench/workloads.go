@@ -145,10 +145,11 @@ next write, so each write is one round.
 	{
 		name:    "sessions",
 		summary: "create -clients sessions, hold them for -duration: creation rate and sessions lost",
-		help: `Creates -clients sessions (each a client.Client on its own connection,
-16 being created at a time, at most -rate a second), then holds them all
-for -duration while their KeepAlive loops renew them. -warmup does not
-apply. Nothing else is measured server-side for now.
+		help: `Creates -clients sessions (each a client.Client: on its own connection,
+16 being created at a time; with -conns N over N shared connections, 256
+at a time; at most -rate a second), then holds them all for -duration
+while their KeepAlive loops renew them. -warmup does not apply. With
+-server-metrics, server_cpu_cores and server_rss_mb cover the hold.
 
   ops              sessions created (per_client_ops: 1 for each)
   duration_s       creation time plus the hold (ops_per_s = ops/duration_s)
@@ -199,7 +200,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, `usage: chubbybench WORKLOAD -cell ADDRS [-clients N] [-conns N] [-duration DUR] [-rate R] [-json] [flags]
 
 A load tool for a chubby cell over the Go client. Each client is its own
-session (a client.Client) on its own connection. A run dials the clients,
+session (a client.Client), on its own connection unless -conns makes them
+share. A run dials the clients,
 loads the cell for -warmup (not counted), then for -duration (measured),
 and prints one summary table on stdout (one JSON object with -json). A
 progress bar shows on stderr when it is a terminal (not with -quiet).
@@ -222,6 +224,9 @@ Common flags (chubbybench WORKLOAD -h lists them all, with the workload's own):
                    (0: closed loop; fanout: writes per second, default 50)
   -ttl DUR         session TTL to ask for; -timeout DUR to reach the cell (10s)
   -json            one JSON object instead of the table
+  -server-metrics URL  a server's /metrics (chubbyd -http-addr): report its
+                   CPU over the measured window and its memory
+  -cpuprofile F    write chubbybench's own CPU profile to F
   -quiet           no progress bar
   -fail-on-error   exit 1 if any operation failed
 

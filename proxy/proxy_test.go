@@ -1,0 +1,82 @@
+package proxy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/proxy"
+	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
+	"github.com/chubby-dev/chubby/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestProxyRenewsClientsTogether: clients of a proxy — with connections of
+// their own (a KeepAlive each) and sharing one through a Pool (a
+// KeepAliveMany) — keep their sessions renewed, while the master sees
+// only the proxy's KeepAliveMany calls, far fewer than the renewals they
+// carry.
+func TestProxyRenewsClientsTogether(t *testing.T) {
+	c := cell.Start(t)
+	up := c.NewProxy(t) // counts the proxy's calls to the master
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	p, err := proxy.Start(ctx, proxy.Config{Cell: []string{up.Addr()}, Listen: "127.0.0.1:0", Logger: c.Logger()})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	pool := client.NewPool()
+	t.Cleanup(func() { pool.Close() })
+	var cls []*client.Client
+	for i := range 20 {
+		cfg := client.Config{Servers: []string{p.Addr()}, FixedServers: true, SessionTTL: 2 * time.Second}
+		if i%2 == 1 {
+			cfg.Pool = pool
+		}
+		cls = append(cls, c.Dial(t, cfg))
+	}
+	if got := c.Status().Sessions; got != len(cls) {
+		t.Fatalf("the master has %d sessions, want %d", got, len(cls))
+	}
+	for i, cl := range cls {
+		if s := cl.Session(); s.Master != p.Addr() {
+			t.Fatalf("client %d's master is %q, want the proxy %s", i, s.Master, p.Addr())
+		}
+	}
+	// Three renewals of every session: each lease end moves on three times.
+	for round := range 3 {
+		ends := make([]time.Time, len(cls))
+		for i, cl := range cls {
+			ends[i] = cl.Session().LeaseEnd
+		}
+		wait.For(t, 0, "every session renewed", func() bool {
+			for i, cl := range cls {
+				if !cl.Session().LeaseEnd.After(ends[i]) {
+					return false
+				}
+			}
+			return true
+		})
+		for i, cl := range cls {
+			if st := cl.State(); st != client.SessionSafe {
+				t.Fatalf("round %d: client %d is %v", round, i, st)
+			}
+		}
+	}
+	ka, many := up.Count(wire.MKeepAlive), up.Count(wire.MKeepAliveMany)
+	if ka != 0 || many == 0 {
+		t.Fatalf("the master got %d KeepAlive and %d KeepAliveMany calls from the proxy; want KeepAliveMany only", ka, many)
+	}
+	// 20 sessions renewed at least 3 times each, plus their first: one
+	// call per session would be 80.
+	if many > 40 {
+		t.Fatalf("%d KeepAliveMany calls for 20 sessions renewed 4 times; want them carried together", many)
+	}
+	t.Logf("%d KeepAliveMany calls to the master", many)
+}
