@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/internal/commalist"
 )
 
 // Exit codes.
@@ -237,12 +238,4 @@ func defaultCell() string {
 	return "127.0.0.1:7100"
 }
 
-func splitServers(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func splitServers(s string) []string { return commalist.Split(s) }

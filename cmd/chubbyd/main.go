@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/commalist"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/hashicorp/go-hclog"
 )
@@ -71,13 +72,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "chubbyd: unexpected arguments %q\n", fl.Args())
 		return 2
 	}
-	if *join != "" {
-		for _, a := range strings.Split(*join, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				cfg.Join = append(cfg.Join, a)
-			}
-		}
-	}
+	cfg.Join = append(cfg.Join, commalist.Split(*join)...)
 	if *raftRoutes != "" {
 		cfg.RaftRoutes = map[string]string{}
 		for _, r := range strings.Split(*raftRoutes, ",") {

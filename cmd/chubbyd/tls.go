@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/chubby-dev/chubby/internal/commalist"
 	"github.com/chubby-dev/chubby/internal/devca"
 )
 
@@ -124,12 +125,4 @@ func parse(fl *flag.FlagSet, args []string) (int, bool) {
 	return 0, true
 }
 
-func split(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func split(s string) []string { return commalist.Split(s) }

@@ -19,12 +19,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/chubby-dev/chubby/internal/commalist"
 	"github.com/chubby-dev/chubby/proxy"
 )
 
@@ -85,12 +85,4 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-func split(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func split(s string) []string { return commalist.Split(s) }

@@ -9,11 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/internal/commalist"
 	"golang.org/x/term"
 )
 
@@ -96,15 +96,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return sh.script(stdin)
 }
 
-func splitServers(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func splitServers(s string) []string { return commalist.Split(s) }
 
 // script runs one command a line in one session, stopping at the first
 // failing line with its exit code.
