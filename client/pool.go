@@ -30,6 +30,10 @@ import (
 //
 // A Pool is safe for concurrent use. Close it after its Clients.
 type Pool struct {
+	// gather is how long a connection's first KeepAlive of a batch waits
+	// for others (keepAliveGather; an Upstream's pool waits longer).
+	gather time.Duration
+
 	mu      sync.Mutex
 	conns   map[poolKey]*transport
 	dialing map[poolKey]chan struct{}
@@ -43,7 +47,7 @@ type poolKey struct {
 
 // NewPool returns an empty Pool.
 func NewPool() *Pool {
-	return &Pool{conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}}
+	return &Pool{gather: keepAliveGather, conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}}
 }
 
 var errPoolClosed = errors.New("client pool closed")
@@ -278,7 +282,7 @@ func (t *transport) queueKeepAlive(w *kaWaiter) {
 // flushKeepAlives sends what queued during keepAliveGather: one
 // KeepAliveMany per master epoch and per MaxKeepAliveMany sessions.
 func (t *transport) flushKeepAlives() {
-	time.Sleep(keepAliveGather)
+	time.Sleep(t.pool.gather)
 	t.ka.mu.Lock()
 	q := t.ka.queue
 	t.ka.queue = nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -26,6 +27,9 @@ type Upstream struct {
 	mu sync.Mutex
 }
 
+// upstreamGather is keepAliveGather for an Upstream.
+const upstreamGather = 25 * time.Millisecond
+
 // DialUpstream finds the master of the cell cfg names (Servers, TLS,
 // Backoff, Logger; the session fields are not used).
 func DialUpstream(ctx context.Context, cfg Config) (*Upstream, error) {
@@ -33,6 +37,10 @@ func DialUpstream(ctx context.Context, cfg Config) (*Upstream, error) {
 		return nil, err
 	}
 	pool := NewPool()
+	// A proxy's clients each renew over a connection of their own: the
+	// KeepAlives of one hold reach it spread over tens of milliseconds,
+	// which one call should carry, not one each 2 ms.
+	pool.gather = upstreamGather
 	cfg.Pool = pool
 	u := &Upstream{c: newClient(cfg.withDefaults()), pool: pool}
 	if _, err := u.Master(ctx); err != nil {
