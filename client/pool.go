@@ -30,9 +30,9 @@ import (
 //
 // A Pool is safe for concurrent use. Close it after its Clients.
 type Pool struct {
-	// gather is how long a connection's first KeepAlive of a batch waits
-	// for others (keepAliveGather; an Upstream's pool waits longer).
-	gather time.Duration
+	// gather is how a connection's KeepAlives wait for others to join
+	// their batch (keepAliveGather; an Upstream's pool waits longer).
+	gather gathering
 
 	mu      sync.Mutex
 	conns   map[poolKey]*transport
@@ -188,10 +188,21 @@ func (c *rpcConn) hello(ctx context.Context) (wire.HelloReply, error) {
 	return h, nil
 }
 
-// keepAliveGather is how long a shared connection waits after the first
-// KeepAlive of a batch for others to join: the sessions one reply answered
-// send their next KeepAlives within it.
-const keepAliveGather = 2 * time.Millisecond
+// gathering is how a shared connection's KeepAlives wait for others to
+// join their KeepAliveMany: the batch goes once no KeepAlive has joined it
+// for quiet, or max after its first one, or within urgentWait of one that
+// must not wait (urgent, or the acknowledgement of an invalidation, which
+// a write on the master waits for).
+type gathering struct {
+	quiet, max time.Duration
+}
+
+// urgentWait is how long a batch with an urgent KeepAlive still gathers.
+const urgentWait = 2 * time.Millisecond
+
+// keepAliveGather is a Pool's gathering: the sessions one reply answered
+// send their next KeepAlives from the same process within 2 ms.
+var keepAliveGather = gathering{quiet: 2 * time.Millisecond, max: 2 * time.Millisecond}
 
 // kaBatcher gathers the KeepAlives of a shared transport's sessions into
 // KeepAliveMany calls.
@@ -199,6 +210,11 @@ type kaBatcher struct {
 	mu       sync.Mutex
 	queue    []*kaWaiter
 	flushing bool
+	last     time.Time // when the latest KeepAlive joined the queue
+	urgent   bool      // the queue holds one that must not wait
+	// owesAck are the sessions answered with invalidations whose next
+	// KeepAlive, the acknowledgement, has not been queued yet.
+	owesAck map[uint64]struct{}
 }
 
 // kaWaiter is one session's KeepAlive waiting for its answer.
@@ -269,25 +285,70 @@ func (c *rpcConn) failKeepAlives() {
 
 // queueKeepAlive adds w to the next KeepAliveMany of the transport.
 func (t *transport) queueKeepAlive(w *kaWaiter) {
-	t.ka.mu.Lock()
-	t.ka.queue = append(t.ka.queue, w)
-	start := !t.ka.flushing
-	t.ka.flushing = true
-	t.ka.mu.Unlock()
-	if start {
-		go t.flushKeepAlives()
+	now := time.Now()
+	if t.ka.add(w, now) {
+		go t.flushKeepAlives(now)
 	}
 }
 
-// flushKeepAlives sends what queued during keepAliveGather: one
+// add queues w, which arrived now, and reports whether it begins a batch.
+func (b *kaBatcher) add(w *kaWaiter, now time.Time) (first bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, w)
+	b.last = now
+	if _, ok := b.owesAck[w.entry.Session]; ok || w.entry.Urgent {
+		delete(b.owesAck, w.entry.Session)
+		b.urgent = true
+	}
+	first = !b.flushing
+	b.flushing = true
+	return first
+}
+
+// answered notes the sessions a KeepAliveMany reply delivered
+// invalidations to: their next KeepAlives acknowledge them.
+func (b *kaBatcher) answered(rep *wire.KeepAliveManyReply) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range rep.Sessions {
+		if len(r.Reply.Invalidations) > 0 {
+			if b.owesAck == nil {
+				b.owesAck = map[uint64]struct{}{}
+			}
+			b.owesAck[r.Session] = struct{}{}
+		}
+	}
+}
+
+// gather waits until the batch begun at first may go, as g says, and
+// takes it.
+func (b *kaBatcher) gather(g gathering, first time.Time) []*kaWaiter {
+	for {
+		b.mu.Lock()
+		now := time.Now()
+		// wait is how long the batch still gathers.
+		wait := min(b.last.Add(g.quiet).Sub(now), first.Add(g.max).Sub(now))
+		if b.urgent {
+			wait = min(wait, first.Add(urgentWait).Sub(now))
+		}
+		if wait <= 0 {
+			q := b.queue
+			b.queue = nil
+			b.flushing = false
+			b.urgent = false
+			b.mu.Unlock()
+			return q
+		}
+		b.mu.Unlock()
+		time.Sleep(min(wait, urgentWait))
+	}
+}
+
+// flushKeepAlives sends the batch begun at first once gathered: one
 // KeepAliveMany per master epoch and per MaxKeepAliveMany sessions.
-func (t *transport) flushKeepAlives() {
-	time.Sleep(t.pool.gather)
-	t.ka.mu.Lock()
-	q := t.ka.queue
-	t.ka.queue = nil
-	t.ka.flushing = false
-	t.ka.mu.Unlock()
+func (t *transport) flushKeepAlives(first time.Time) {
+	q := t.ka.gather(t.pool.gather, first)
 	batches := map[uint64][]*kaWaiter{}
 	var epochs []uint64
 	for _, w := range q {
@@ -334,6 +395,7 @@ func (t *transport) sendKeepAlives(epoch uint64, ws []*kaWaiter) {
 	for _, w := range ws {
 		byID[w.entry.Session] = w
 	}
+	t.ka.answered(&rep)
 	for _, r := range rep.Sessions {
 		if w := byID[r.Session]; w != nil {
 			delete(byID, r.Session)
