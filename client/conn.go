@@ -42,10 +42,12 @@ type transport struct {
 	retired bool
 	// ka batches the KeepAlives of a shared transport's sessions.
 	ka kaBatcher
-	// helloRep is a shared transport's last answer to Hello, at helloAt
-	// (under mu).
-	helloRep wire.HelloReply
-	helloAt  time.Time
+	// helloRep is a shared transport's last answer to Hello, at helloAt;
+	// helloCall is closed when the Hello in flight is answered (all under
+	// mu).
+	helloRep  wire.HelloReply
+	helloAt   time.Time
+	helloCall chan struct{}
 }
 
 // rpcConn is a Client's connection to a server: a view of a transport that

@@ -37,8 +37,20 @@ type Pool struct {
 	mu      sync.Mutex
 	conns   map[poolKey]*transport
 	dialing map[poolKey]chan struct{}
-	closed  bool
+	// failed is each server's last failed dial, which stands for
+	// dialFailFresh: after a server dies, the Pool's Clients all looking
+	// for the master dial it once, not once each.
+	failed map[poolKey]dialFailure
+	closed bool
 }
+
+type dialFailure struct {
+	err error
+	at  time.Time
+}
+
+// dialFailFresh is how long a failed dial stands for a Pool's Clients.
+const dialFailFresh = 50 * time.Millisecond
 
 type poolKey struct {
 	addr string
@@ -47,7 +59,7 @@ type poolKey struct {
 
 // NewPool returns an empty Pool.
 func NewPool() *Pool {
-	return &Pool{gather: keepAliveGather, conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}}
+	return &Pool{gather: keepAliveGather, conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}, failed: map[poolKey]dialFailure{}}
 }
 
 var errPoolClosed = errors.New("client pool closed")
@@ -68,6 +80,10 @@ func (p *Pool) get(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcCo
 			p.mu.Unlock()
 			return t.view(), nil
 		}
+		if f, ok := p.failed[key]; ok && time.Since(f.at) < dialFailFresh {
+			p.mu.Unlock()
+			return nil, f.err
+		}
 		if d := p.dialing[key]; d != nil {
 			p.mu.Unlock()
 			select {
@@ -85,9 +101,13 @@ func (p *Pool) get(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcCo
 		delete(p.dialing, key)
 		close(d)
 		if err != nil {
+			if ctx.Err() == nil { // the server's failure, not this caller's giving up
+				p.failed[key] = dialFailure{err, time.Now()}
+			}
 			p.mu.Unlock()
 			return nil, err
 		}
+		delete(p.failed, key)
 		if p.closed {
 			p.mu.Unlock()
 			t.close()
@@ -156,36 +176,62 @@ func (c *Client) dial(ctx context.Context, addr string) (*rpcConn, error) {
 
 // helloFresh is how long a shared connection's answer to Hello "I am the
 // master" stands for the next Client that probes that server: a burst of
-// Dials through a Pool asks the master once, not once per session. Only
-// that answer stands: a server that was not master a moment ago may be
-// now (after a failover every Client asks afresh until one finds the new
-// master). A master that lost its place meanwhile refuses the Client's
-// first call (wrong epoch, not master), and the Client then drops the
-// connection and asks again on a new one.
+// Dials through a Pool asks the master once, not once per session. A
+// master that lost its place meanwhile refuses the Client's first call
+// (wrong epoch, not master), and the Client then drops the connection and
+// asks again on a new one.
 const helloFresh = time.Second
 
-// hello asks the server who the master is: on a shared connection, a
-// master's answer another Client got within helloFresh stands.
+// notMasterFresh is how long another answer stands: after a failover the
+// Clients of a Pool, all looking for the new master at once, ask each
+// server about once per notMasterFresh, not once per session.
+const notMasterFresh = 50 * time.Millisecond
+
+// hello asks the server who the master is. On a shared connection one
+// Hello is in flight at a time, and its answer stands for the Clients that
+// ask within helloFresh (a master's) or notMasterFresh (another's).
 func (c *rpcConn) hello(ctx context.Context) (wire.HelloReply, error) {
 	t := c.t
-	if t.pool != nil {
+	if t.pool == nil {
+		var h wire.HelloReply
+		err := c.call(ctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &h)
+		return h, err
+	}
+	for {
 		t.mu.Lock()
-		h, at := t.helloRep, t.helloAt
-		t.mu.Unlock()
-		if !at.IsZero() && time.Since(at) < helloFresh {
+		h, at, inflight := t.helloRep, t.helloAt, t.helloCall
+		fresh := notMasterFresh
+		if h.IsMaster {
+			fresh = helloFresh
+		}
+		if !at.IsZero() && time.Since(at) < fresh {
+			t.mu.Unlock()
 			return h, nil
+		}
+		if inflight == nil {
+			t.helloCall = make(chan struct{})
+			t.mu.Unlock()
+			break
+		}
+		t.mu.Unlock()
+		select {
+		case <-inflight:
+		case <-c.done:
+			return h, fmt.Errorf("%w: connection closed by client", errConnLost)
+		case <-ctx.Done():
+			return h, ctx.Err()
 		}
 	}
 	var h wire.HelloReply
-	if err := c.call(ctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &h); err != nil {
-		return h, err
-	}
-	if t.pool != nil && h.IsMaster {
-		t.mu.Lock()
+	err := c.call(ctx, wire.MHello, 0, sessionRef{}, wire.HelloArgs{}, &h)
+	t.mu.Lock()
+	if err == nil {
 		t.helloRep, t.helloAt = h, time.Now()
-		t.mu.Unlock()
 	}
-	return h, nil
+	close(t.helloCall)
+	t.helloCall = nil
+	t.mu.Unlock()
+	return h, err
 }
 
 // gathering is how a shared connection's KeepAlives wait for others to

@@ -151,3 +151,39 @@ func TestPoolClientsStayDistinctSessions(t *testing.T) {
 		t.Fatalf("%d connections after c closed, want the shared 1", got)
 	}
 }
+
+// TestPoolAsksHelloOnce: 40 Clients of one Pool dialling at once ask the
+// server who the master is once (a Hello in flight answers every Client
+// waiting for it), not once each: after a failover every session of a
+// Pool looks for the new master at the same moment.
+func TestPoolAsksHelloOnce(t *testing.T) {
+	const n = 40
+	c := cell.Start(t)
+	p := c.NewProxy(t)
+	pool := client.NewPool()
+	t.Cleanup(func() { pool.Close() })
+	errs := make(chan error, n)
+	cls := make(chan *client.Client, n)
+	for range n {
+		go func() {
+			cl, err := client.Dial(ctxT(t), client.Config{Servers: []string{p.Addr()}, FixedServers: true, Pool: pool})
+			errs <- err
+			cls <- cl
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		cl := <-cls
+		t.Cleanup(func() { cl.Close() })
+	}
+	// One, or a few if the dials outlast the master's answer standing
+	// (helloFresh, 1 s) on a loaded machine.
+	if got := p.Count(wire.MHello); got > 3 {
+		t.Fatalf("%d Clients dialling at once through one Pool sent %d Hellos, want 1 (a few at most)", n, got)
+	}
+	if got := c.Status().Sessions; got != n {
+		t.Fatalf("the master has %d sessions, want %d", got, n)
+	}
+}
