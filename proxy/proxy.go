@@ -29,6 +29,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/chubby-dev/chubby/client"
+	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -47,6 +48,11 @@ type Config struct {
 	// Backoff paces finding the master again.
 	Backoff client.Backoff
 	Logger  hclog.Logger
+	// NoCache: forward every read to the master instead of answering
+	// clients' uncached reads from the proxy's own cache (cache.go).
+	NoCache bool
+	// Clock measures the leases the proxy vouches for (RealClock if nil).
+	Clock session.Clock
 }
 
 // maxInFlight bounds the calls of one client connection being forwarded
@@ -63,6 +69,7 @@ type Proxy struct {
 	log hclog.Logger
 	ln  net.Listener
 	up  *client.Upstream
+	rc  *readCache // nil with NoCache
 
 	closing atomic.Bool
 	mu      sync.Mutex
@@ -93,7 +100,13 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if len(cfg.Peers) == 0 {
 		cfg.Peers = []string{ln.Addr().String()}
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = session.RealClock{}
+	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger.Named("proxy"), ln: ln, up: up, conns: map[net.Conn]struct{}{}}
+	if !cfg.NoCache {
+		p.rc = newReadCache(ctx, client.Config{Servers: cfg.Cell, Backoff: cfg.Backoff, Logger: cfg.Logger.Named("cache"), Clock: cfg.Clock}, cfg.Clock)
+	}
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
@@ -117,6 +130,9 @@ func (p *Proxy) Close() error {
 	// Closing the upstream answers the calls in flight (a parked
 	// KeepAlive would otherwise hold its connection's goroutine for a
 	// hold, or for good if the master is gone).
+	if p.rc != nil {
+		p.rc.close()
+	}
 	err := p.up.Close()
 	p.wg.Wait()
 	return err
@@ -219,8 +235,10 @@ func (p *Proxy) serve(nc net.Conn) {
 			}
 			// On its own goroutine: while the proxy finds the master
 			// again, the call waits there, not the connection's reader.
+			sentAt := p.cfg.Clock.Now()
 			go p.up.KeepAlive(ctx, req.Epoch, req.Session, req.Secret, a, func(rep wire.KeepAliveReply, err error) {
 				defer done()
+				p.renewed(req.Session, req.Secret, sentAt, rep, err)
 				var body []byte
 				if err == nil {
 					body, err = wire.Marshal(rep)
@@ -239,9 +257,22 @@ func (p *Proxy) serve(nc net.Conn) {
 				reply(req.ID, body, err)
 			})
 		default:
+			if req.Method == wire.MCloseSession && p.rc != nil {
+				p.rc.forget(req.Session)
+			}
 			go func() {
 				defer done()
+				if (req.Method == wire.MGetContents || req.Method == wire.MGetStat) && p.rc != nil {
+					if body, ok := p.rc.answer(ctx, req); ok {
+						reply(req.ID, body, nil)
+						return
+					}
+				}
+				sentAt := p.cfg.Clock.Now()
 				body, err := p.up.Forward(ctx, req)
+				if req.Method == wire.MCreateSession && err == nil && p.rc != nil {
+					p.rc.created(sentAt, body)
+				}
 				reply(req.ID, body, err)
 			}()
 		}
@@ -256,9 +287,11 @@ func (p *Proxy) keepAliveMany(ctx context.Context, req *wire.Request, es []wire.
 	var mu sync.Mutex
 	rep := wire.KeepAliveManyReply{Sessions: make([]wire.KeepAliveResult, 0, len(es))}
 	left := len(es)
+	sentAt := p.cfg.Clock.Now()
 	for _, e := range es {
 		args := wire.KeepAliveArgs{Urgent: e.Urgent, AckInval: e.AckInval}
 		p.up.KeepAlive(ctx, req.Epoch, e.Session, e.Secret, args, func(r wire.KeepAliveReply, err error) {
+			p.renewed(e.Session, e.Secret, sentAt, r, err)
 			res := wire.KeepAliveResult{Session: e.Session, Reply: r}
 			if err != nil {
 				res = wire.KeepAliveResult{Session: e.Session, Code: wire.Code(err), Error: err.Error()}
@@ -273,6 +306,25 @@ func (p *Proxy) keepAliveMany(ctx context.Context, req *wire.Request, es []wire.
 			}
 		})
 	}
+}
+
+// renewed tells the proxy's cache of a client's renewal.
+func (p *Proxy) renewed(id uint64, secret []byte, sentAt time.Time, rep wire.KeepAliveReply, err error) {
+	if p.rc != nil {
+		p.rc.renewed(id, secret, sentAt, rep, err)
+	}
+}
+
+// CacheStats counts the uncached reads of clients the proxy answered from
+// its own cache (Hits) and those it forwarded to the master.
+type CacheStats struct{ Hits, Forwarded uint64 }
+
+// CacheStats returns the counts of the proxy's cache.
+func (p *Proxy) CacheStats() CacheStats {
+	if p.rc == nil {
+		return CacheStats{}
+	}
+	return CacheStats{Hits: p.rc.hits.Load(), Forwarded: p.rc.forwarded.Load()}
 }
 
 // hello answers Hello as the master would, naming this proxy as the

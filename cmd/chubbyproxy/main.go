@@ -1,9 +1,11 @@
 // Command chubbyproxy is a Chubby §3.1 proxy in front of a cell: clients
 // connect to it with the same protocol and the same client package, and
 // it carries their calls to the master over one connection, renewing all
-// their sessions with one KeepAliveMany per hold (package proxy).
+// their sessions with one KeepAliveMany per hold, and answers their
+// uncached reads from a cache of its own, kept coherent by the master like
+// any client's (package proxy).
 //
-//	chubbyproxy -cell ADDRS -listen HOST:PORT [-name NAME] [-peers ADDRS]
+//	chubbyproxy -cell ADDRS -listen HOST:PORT [-name NAME] [-peers ADDRS] [-no-cache]
 //
 // Clients list the proxies as their servers (client.Config.Servers, with
 // FixedServers; chubbysh -cell); when a proxy dies they go on through
@@ -39,6 +41,7 @@ func run(args []string, stderr io.Writer) int {
 	listen := fl.String("listen", "127.0.0.1:7400", "address clients connect to")
 	name := fl.String("name", "", "the proxy's name in its Hello answers (default: its address)")
 	peers := fl.String("peers", "", "comma-separated addresses of every proxy clients may use, this one among them (default: this one's)")
+	noCache := fl.Bool("no-cache", false, "forward every read to the master instead of answering clients' uncached reads from the proxy's own cache")
 	timeout := fl.Duration("timeout", 30*time.Second, "how long to keep trying to reach the cell's master at start")
 	level := fl.String("log-level", "info", "trace, debug, info, warn or error")
 	var tlsCA, tlsCert, tlsKey string
@@ -70,7 +73,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "chubbyproxy", Level: hclog.LevelFromString(*level), Output: stderr})
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	p, err := proxy.Start(ctx, proxy.Config{Cell: servers, Listen: *listen, Name: *name, Peers: split(*peers), Logger: log})
+	p, err := proxy.Start(ctx, proxy.Config{Cell: servers, Listen: *listen, Name: *name, Peers: split(*peers), Logger: log, NoCache: *noCache})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "chubbyproxy: %v\n", err)

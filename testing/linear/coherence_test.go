@@ -55,6 +55,9 @@ type workload struct {
 	// nemesis, if set, runs alongside the workload (it returns before the
 	// deadline) and may note what it did on rec.
 	nemesis func(t *testing.T, rec *Recorder, deadline time.Time)
+	// plainReaders are clients that only read, with handles opened
+	// NoCache: through a proxy, its own cache answers them.
+	plainReaders int
 }
 
 const (
@@ -89,6 +92,10 @@ func runCoherence(t *testing.T, w workload, d time.Duration) {
 	watchers := make([]*client.Client, nWatchers)
 	for i := range watchers {
 		watchers[i] = w.dial(t, client.Config{})
+	}
+	plain := make([]*client.Client, w.plainReaders)
+	for i := range plain {
+		plain[i] = w.dial(t, client.Config{DisableCache: true})
 	}
 	// Handles opened before recording starts (Open is cached too, but not
 	// an operation on the registers).
@@ -220,6 +227,11 @@ func runCoherence(t *testing.T, w workload, d time.Duration) {
 		go watcher(id, cl, handles(cl, client.WithEvents(client.EventContentsModified)))
 		id++
 	}
+	for _, cl := range plain {
+		wg.Add(1)
+		go reader(id, cl, handles(cl, client.NoCache()), false, rand.New(rand.NewPCG(uint64(id), 4)))
+		id++
+	}
 	if w.nemesis != nil {
 		wg.Add(1)
 		go func() {
@@ -308,7 +320,8 @@ func others(c *cell.Cluster, i int) []int {
 // clients go on through the other with their sessions and caches. Reads
 // answered from caches kept coherent through a proxy (invalidations and
 // event fills travel in the proxy's KeepAliveMany replies) must still be
-// linearizable.
+// linearizable, and so must the reads of clients that do not cache, which
+// the proxies answer from their own caches.
 func TestCacheCoherenceThroughProxies(t *testing.T) {
 	c := cell.StartCluster(t, 3)
 	var ps []*proxy.Proxy
@@ -337,5 +350,15 @@ func TestCacheCoherenceThroughProxies(t *testing.T) {
 			ps[0].Close()
 			rec.Note("nemesis", "proxy 0 killed", at, rec.Now())
 		},
+		plainReaders: 2,
 	}, d)
+	var hits uint64
+	for i, p := range ps {
+		st := p.CacheStats()
+		t.Logf("proxy %d: %d uncached reads answered from its cache, %d forwarded", i, st.Hits, st.Forwarded)
+		hits += st.Hits
+	}
+	if hits == 0 {
+		t.Fatal("no proxy answered a read from its own cache; the test did not exercise it")
+	}
 }
