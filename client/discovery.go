@@ -85,6 +85,14 @@ type found struct {
 // more than the slowest answer of the others (at most the 2 s probe
 // timeout), whatever its place in the list.
 func (c *Client) findMaster(ctx context.Context, servers []string) (found, error) {
+	if p := c.cfg.Pool; p != nil {
+		return p.findMaster(ctx, c, servers)
+	}
+	return c.probe(ctx, servers)
+}
+
+// probe is findMaster's search: every server asked at once.
+func (c *Client) probe(ctx context.Context, servers []string) (found, error) {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	results := make(chan probeResult, len(servers))

@@ -41,7 +41,12 @@ type Pool struct {
 	// dialFailFresh: after a server dies, the Pool's Clients all looking
 	// for the master dial it once, not once each.
 	failed map[poolKey]dialFailure
-	closed bool
+	// searches are the searches for the master under way or just done,
+	// by the servers searched (search.go): after a failover the Pool's
+	// Clients look for the new master once, together.
+	searches map[searchKey]*search
+	searched int // searches made, for tests
+	closed   bool
 }
 
 type dialFailure struct {
@@ -59,7 +64,8 @@ type poolKey struct {
 
 // NewPool returns an empty Pool.
 func NewPool() *Pool {
-	return &Pool{gather: keepAliveGather, conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{}, failed: map[poolKey]dialFailure{}}
+	return &Pool{gather: keepAliveGather, conns: map[poolKey]*transport{}, dialing: map[poolKey]chan struct{}{},
+		failed: map[poolKey]dialFailure{}, searches: map[searchKey]*search{}}
 }
 
 var errPoolClosed = errors.New("client pool closed")

@@ -187,3 +187,44 @@ func TestPoolAsksHelloOnce(t *testing.T) {
 		t.Fatalf("the master has %d sessions, want %d", got, n)
 	}
 }
+
+// TestPoolSearchesTogetherAfterFailover: when the master dies, the
+// Clients of a Pool, which lost it at the same moment, look for the new
+// master together: a few searches for all of them, not one each (at
+// 100,000 sessions in a process, a search each starved it of CPU past
+// the sessions' leases).
+func TestPoolSearchesTogetherAfterFailover(t *testing.T) {
+	const n = 50
+	c := cell.StartCluster(t, 3)
+	pool := client.NewPool()
+	t.Cleanup(func() { pool.Close() })
+	var cls []*client.Client
+	for range n {
+		cls = append(cls, c.Dial(t, client.Config{Pool: pool, SessionTTL: 6 * time.Second}))
+	}
+	old := c.Master(t)
+	epoch := cls[0].Session().Epoch
+	before := client.PoolSearches(pool)
+	c.Kill(t, old)
+	wait.For(t, 0, "every session renewed by the new master", func() bool {
+		for _, cl := range cls {
+			if s := cl.Session(); s.Epoch == epoch || s.State != client.SessionSafe {
+				return false
+			}
+		}
+		return true
+	})
+	got := client.PoolSearches(pool) - before
+	// A search every notMasterFresh while the election runs, then one
+	// that finds the master; each failed search sends the Clients to back
+	// off for a while, so some search again later.
+	if got > n/2 {
+		t.Fatalf("%d Clients of a Pool searched for the new master %d times; want them to search together", n, got)
+	}
+	t.Logf("%d searches for %d Clients", got, n)
+	for i, cl := range cls {
+		if st := cl.State(); st != client.SessionSafe {
+			t.Fatalf("client %d is %v after the failover", i, st)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Sessions through a failover (issue 12, point 2): a three-server cell,
+# CLIENTS sessions (TTL 12 s) over CONNS shared connections, a writer
+# beside them; once every session is created, SIGKILL of the master.
+#
+#   scripts/failover-sessions.sh [CLIENTS] [CONNS]
+#
+# Prints one line:
+#   RESULT sessions=... lost=... write_max_ms=... write_errors=... creates_per_s=...
+# lost: sessions whose client saw them end before the end of the hold;
+# expired_on_master: sessions the new master expired (a client in its
+# grace period may not know yet); write_max_ms: the
+# writer's slowest write, the one the failover held up. Ports 27100-27380
+# on 127.0.0.1; data in a temporary directory, removed at the end.
+# Binaries: $BIN (default: built from this checkout).
+set -eu
+CLIENTS=${1:-100000}
+CONNS=${2:-100}
+W=$(mktemp -d /tmp/failover.XXXXXX)
+if [ -z "${BIN:-}" ]; then
+  BIN=$W/bin
+  (cd "$(dirname "$0")/.." && go build -o "$BIN/" ./cmd/chubbyd ./cmd/chubbybench)
+fi
+declare -A PID
+cleanup() {
+  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+CELL=127.0.0.1:27100,127.0.0.1:27200,127.0.0.1:27300
+i=1
+for n in a b c; do
+  J=""; [ $n != a ] && J="-join 127.0.0.1:27102"
+  "$BIN/chubbyd" -node-id $n -data-dir "$W/$n" -rpc-addr 127.0.0.1:27${i}00 -raft-addr 127.0.0.1:27${i}01 \
+    -gossip-addr 127.0.0.1:27${i}02 -http-addr 127.0.0.1:27${i}80 -bootstrap-expect 3 $J > "$W/$n.log" 2>&1 &
+  PID[$n]=$!
+  i=$((i+1))
+done
+master() { # prints "name http-port" of the serving master
+  i=1
+  for n in a b c; do
+    if curl -sf 127.0.0.1:27${i}80/metrics | grep -q '^chubby_master_serving 1'; then echo "$n 27${i}80"; return; fi
+    i=$((i+1))
+  done
+}
+M=""
+for t in $(seq 1 60); do M=$(master); [ -n "$M" ] && break; sleep 0.5; done
+[ -n "$M" ] || { echo "no master elected" >&2; exit 1; }
+"$BIN/chubbybench" sessions -cell $CELL -clients "$CLIENTS" -conns "$CONNS" -ttl 12s -duration 60s -quiet ${BENCH_FLAGS:-} > "$W/sessions.out" 2>&1 &
+PID[sessions]=$!
+for t in $(seq 1 600); do
+  n=$(curl -sf 127.0.0.1:${M#* }/metrics | awk '/^chubby_sessions / {print $2}')
+  [ "${n%.*}" -ge "$CLIENTS" ] && break
+  sleep 1
+done
+"$BIN/chubbybench" write -cell $CELL -clients 1 -duration 30s -warmup 1s -quiet > "$W/write.out" 2>&1 &
+PID[write]=$!
+sleep 10
+[ "$(master)" = "$M" ] || { echo "the master changed before the kill" >&2; exit 1; }
+kill -9 "${PID[${M% *}]}"
+echo "killed the master ${M% *} at $(date +%T.%N)" >&2
+if [ -n "${QUIT_AFTER:-}" ]; then # diagnosis: the load tool's goroutines, QUIT_AFTER s after the kill
+  (sleep "$QUIT_AFTER"; kill -QUIT "${PID[sessions]}") &
+fi
+# The new master's view of the sessions coming back, once a second.
+N=""
+for t in $(seq 1 25); do
+  sleep 1
+  [ -n "$N" ] || N=$(master)
+  [ -n "$N" ] || continue
+  curl -sf 127.0.0.1:${N#* }/metrics | grep -E '^chubby_(keepalives_total|sessions |sessions_expired_total|rpc_connections|calls_denied_total)|^chubby_rpc_calls_total\{method="(KeepAlive|KeepAliveMany|Hello)"' |
+    sed "s/^/$t s: /" >> "$W/newmaster.metrics" || true
+done
+wait "${PID[write]}" || true
+expired=$( [ -n "$N" ] && curl -sf 127.0.0.1:${N#* }/metrics | awk '/^chubby_sessions_expired_total / {print $2}')
+wait "${PID[sessions]}" || true
+fig() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
+echo "RESULT sessions=$CLIENTS lost=$(fig sessions_lost $W/sessions.out) expired_on_master=${expired:-?} write_max_ms=$(fig max_ms $W/write.out) write_errors=$(fig errors $W/write.out) creates_per_s=$(fig creates_per_s $W/sessions.out)"
+if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$W"/*.metrics "$KEEP"/ 2>/dev/null || true; fi
