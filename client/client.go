@@ -121,7 +121,7 @@ func newClient(cfg Config) *Client {
 func (c *Client) createSession(ctx context.Context, nonce uint64) error {
 	var rep wire.CreateSessionReply
 	sentAt := c.clock.Now()
-	err := c.conn.call(ctx, wire.MCreateSession, c.epoch, sessionRef{}, wire.CreateSessionArgs{TTL: int64(c.cfg.SessionTTL), Nonce: nonce}, &rep)
+	err := c.conn.call(ctx, wire.MCreateSession, c.epoch, sessionRef{}, wire.CreateSessionArgs{TTL: int64(c.cfg.SessionTTL), Nonce: nonce, NoCache: c.cfg.DisableCache}, &rep)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,10 @@ type Config struct {
 	// NoLockDelay means none. At most MaxLockDelay.
 	LockDelay time.Duration
 	// Cache bounds the client cache; DisableCache turns it off (every read
-	// is a call to the master).
+	// is a call to the master). A session without a cache is created so
+	// (CreateSessionArgs.NoCache): the master never makes it a cacher, so
+	// no write waits to invalidate it, and after a failover writes resume
+	// without waiting for it to reach the new master.
 	Cache        CacheConfig
 	DisableCache bool
 	// EventBuffer is the capacity of the Events channel (0: 256).

@@ -125,7 +125,7 @@ func (s *State) applyCreateSession(c *Command, _ *sessionRec, b *CreateSession, 
 		return
 	}
 	s.nextSession++
-	rec := &sessionRec{ID: s.nextSession, TTL: b.TTL, Created: c.Now, Nonce: b.Nonce, Secret: b.Secret, Principal: b.Principal}
+	rec := &sessionRec{ID: s.nextSession, TTL: b.TTL, Created: c.Now, Nonce: b.Nonce, Secret: b.Secret, Principal: b.Principal, NoCache: b.NoCache}
 	rec.init()
 	s.sessions[rec.ID] = rec
 	if b.Nonce != 0 {

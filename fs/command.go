@@ -103,6 +103,11 @@ type CreateSession struct {
 	// Principal is who created the session (its TLS certificate's common
 	// name, or "anonymous"): only that principal may make its calls.
 	Principal string
+	// NoCache: the session will cache nothing (its client has no cache).
+	// The master never counts it among a node's cachers, and a new master
+	// need not wait for it before the first write (it has no cache to
+	// flush).
+	NoCache bool
 }
 
 // EndSession ends Command.Session: its waits are cancelled, its ephemeral

@@ -40,6 +40,7 @@ type flatCommand struct {
 	Nonce     uint64     `msgpack:"nc,omitempty"`
 	Secret    []byte     `msgpack:"sk,omitempty"`
 	Principal string     `msgpack:"pr,omitempty"`
+	NoCache   bool       `msgpack:"ncache,omitempty"`
 	// Since ACLs: the caller, and the ACL names of Create and SetACL
 	// (InitACLs' admins in Names). Builds before them never wrote these
 	// keys, so their commands decode with no caller: unchecked, as then.
@@ -60,7 +61,7 @@ func (c *Command) flatten() *flatCommand {
 	}
 	switch b := c.Body.(type) {
 	case *CreateSession:
-		f.TTL, f.Nonce, f.Secret, f.Principal = b.TTL, b.Nonce, b.Secret, b.Principal
+		f.TTL, f.Nonce, f.Secret, f.Principal, f.NoCache = b.TTL, b.Nonce, b.Secret, b.Principal, b.NoCache
 	case *EndSession:
 		f.Expired = b.Expired
 	case *Create:
@@ -99,7 +100,7 @@ func (f *flatCommand) command() *Command {
 	case OpNewEpoch:
 		b = &NewEpoch{}
 	case OpCreateSession:
-		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret, Principal: f.Principal}
+		b = &CreateSession{TTL: f.TTL, Nonce: f.Nonce, Secret: f.Secret, Principal: f.Principal, NoCache: f.NoCache}
 	case OpEndSession:
 		b = &EndSession{Expired: f.Expired}
 	case OpCreate:

@@ -60,7 +60,8 @@ type sessionRec struct {
 	// Secret: see CreateSession.Secret. Empty for a session created by a
 	// build before secrets, which then accepts calls without one.
 	Secret    []byte `msgpack:"k,omitempty"`
-	Principal string `msgpack:"pr,omitempty"` // see CreateSession.Principal
+	Principal string `msgpack:"pr,omitempty"`  // see CreateSession.Principal
+	NoCache   bool   `msgpack:"nca,omitempty"` // see CreateSession.NoCache
 	// Calls remembers the results of the session's recent calls by call
 	// id, so a call retried after a lost reply is answered, not applied
 	// again. Entries below the client's acknowledged mark are dropped.
@@ -91,6 +92,7 @@ type SessionInfo struct {
 	TTL       int64  // nanoseconds
 	Secret    []byte // see CreateSession.Secret
 	Principal string // see CreateSession.Principal
+	NoCache   bool   // see CreateSession.NoCache
 }
 
 // State is the namespace state machine. It is deterministic: the same
@@ -230,7 +232,7 @@ func (s *State) SessionExists(id uint64) bool {
 func (s *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, r := range s.sessions {
-		out = append(out, SessionInfo{ID: r.ID, TTL: r.TTL, Secret: r.Secret, Principal: r.Principal})
+		out = append(out, SessionInfo{ID: r.ID, TTL: r.TTL, Secret: r.Secret, Principal: r.Principal, NoCache: r.NoCache})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

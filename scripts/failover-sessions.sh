@@ -12,7 +12,13 @@
 # grace period may not know yet); write_max_ms: the
 # writer's slowest write, the one the failover held up. Ports 27100-27380
 # on 127.0.0.1; data in a temporary directory, removed at the end.
-# Binaries: $BIN (default: built from this checkout).
+# Binaries: $BIN (default: built from this checkout). Also: SETTLE=s
+# from the last session created to the kill (default 10; at 100,000 sessions
+# 25 lets them renew steadily first; the writer runs SETTLE+20 s), BENCH_FLAGS= more flags
+# for chubbybench sessions (-no-cache), SERVER_FLAGS= for chubbyd,
+# KEEP=dir keeps the outputs, logs and the new master's metrics sampled
+# once a second after the kill, QUIT_AFTER=s dumps the load tool's
+# goroutines (SIGQUIT) that long after the kill.
 set -eu
 CLIENTS=${1:-100000}
 CONNS=${2:-100}
@@ -33,7 +39,7 @@ i=1
 for n in a b c; do
   J=""; [ $n != a ] && J="-join 127.0.0.1:27102"
   "$BIN/chubbyd" -node-id $n -data-dir "$W/$n" -rpc-addr 127.0.0.1:27${i}00 -raft-addr 127.0.0.1:27${i}01 \
-    -gossip-addr 127.0.0.1:27${i}02 -http-addr 127.0.0.1:27${i}80 -bootstrap-expect 3 $J > "$W/$n.log" 2>&1 &
+    -gossip-addr 127.0.0.1:27${i}02 -http-addr 127.0.0.1:27${i}80 -bootstrap-expect 3 $J ${SERVER_FLAGS:-} > "$W/$n.log" 2>&1 &
   PID[$n]=$!
   i=$((i+1))
 done
@@ -54,9 +60,9 @@ for t in $(seq 1 600); do
   [ "${n%.*}" -ge "$CLIENTS" ] && break
   sleep 1
 done
-"$BIN/chubbybench" write -cell $CELL -clients 1 -duration 30s -warmup 1s -quiet > "$W/write.out" 2>&1 &
+"$BIN/chubbybench" write -cell $CELL -clients 1 -duration $(( ${SETTLE:-10} + 20 ))s -warmup 1s -quiet > "$W/write.out" 2>&1 &
 PID[write]=$!
-sleep 10
+sleep "${SETTLE:-10}" # the sessions renewing steadily before the kill
 [ "$(master)" = "$M" ] || { echo "the master changed before the kill" >&2; exit 1; }
 kill -9 "${PID[${M% *}]}"
 echo "killed the master ${M% *} at $(date +%T.%N)" >&2

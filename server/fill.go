@@ -102,7 +102,7 @@ func (s *Server) admitFills(path string, sessions []uint64, queue func(admitted 
 	s.fsm.read(func(st *fs.State) {
 		for _, id := range sessions {
 			owner, ok := s.leases.owner(id)
-			if !ok || owner == "" { // a session from before principals: unsure, no contents
+			if !ok || owner == "" || s.leases.noCache(id) { // a session from before principals: unsure, no contents
 				continue
 			}
 			if s.accessAs(st, owner, path, fs.PermRead) == nil {

@@ -125,7 +125,7 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	res, err := s.proposer.proposeIn(c.c.proposals(), fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret, Principal: c.c.principal}))
+	res, err := s.proposer.proposeIn(c.c.proposals(), fs.NewCommand(&fs.CreateSession{TTL: int64(ttl), Nonce: a.Nonce, Secret: secret, Principal: c.c.principal, NoCache: a.NoCache}))
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +133,9 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 		return nil, res.Err
 	}
 	s.leases.add(s.clock.Now(), res.Session, ttl, res.Secret, c.c.principal)
+	if a.NoCache {
+		s.leases.setNoCache(res.Session)
+	}
 	s.metrics.created.Inc()
 	return wire.CreateSessionReply{Session: res.Session, TTL: int64(ttl), Secret: res.Secret, Principal: c.c.principal}, nil
 }
@@ -420,5 +423,5 @@ func (s *Server) setACL(c *call, a *wire.SetACLArgs) (any, error) {
 // says whether the reply may be cached (not while path is being
 // invalidated).
 func (s *Server) admit(c *call, cache bool, path string) bool {
-	return cache && s.tracker.admit(c.req.Session, path)
+	return cache && !s.leases.noCache(c.req.Session) && s.tracker.admit(c.req.Session, path)
 }

@@ -371,3 +371,41 @@ func TestConcurrentWritesWaitForOutstandingInvalidations(t *testing.T) {
 	wantReturned(t, first, "the first write")
 	wantReturned(t, second, "the second write")
 }
+
+// TestFailoverDoesNotWaitForNoCacheSessions: a session created NoCache
+// (its client has no cache) is never made a cacher — its reads are not
+// cacheable, events bring it no contents — so a new master has nothing to
+// wait for it to flush: writes go on at once, while it is silent, where a
+// caching session's silence holds them for a TTL
+// (TestFailoverWaitsForSilentSessions). Its lease is carried over as any
+// other's.
+func TestFailoverDoesNotWaitForNoCacheSessions(t *testing.T) {
+	const ttl = 3 * time.Second
+	c := cell.Start(t, cell.WithManualClock())
+	w := c.Dial(t, client.Config{})
+	f := c.Path("f")
+	if _, err := w.WriteFile(ctxT(t), f, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	silent := c.DialRaw(t)
+	if _, err := silent.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	var created wire.CreateSessionReply
+	rawCall(t, silent, wire.MCreateSession, wire.CreateSessionArgs{TTL: int64(ttl), NoCache: true}, &created)
+	silent.Session, silent.Secret = created.Session, created.Secret
+	if rep := cacheRead(t, silent, f); rep.Cacheable || string(rep.Data) != "v1" {
+		t.Fatalf("a NoCache session's read: %+v; want v1, not cacheable", rep)
+	}
+	// Not a cacher: a write does not wait for it on this master either.
+	wantReturned(t, asyncWrite(w, f, "v2"), "a write while a NoCache session read the file")
+
+	c.Restart(t)
+	if got := contents(t, w, f); got != "v2" { // the writer is connected to the new master
+		t.Fatalf("read on the new master: %q", got)
+	}
+	wantReturned(t, asyncWrite(w, f, "v3"), "a write on the new master while a NoCache session is silent")
+	if got := c.Status().Sessions; got != 2 {
+		t.Fatalf("the new master has %d sessions, want 2 (the NoCache session carried over)", got)
+	}
+}

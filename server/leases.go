@@ -98,6 +98,7 @@ type lease struct {
 	id      uint64
 	secret  []byte // every call of the session carries it (empty: a session from before secrets)
 	owner   string // the principal that created it (empty: from before principals)
+	noCache bool   // it caches nothing (CreateSession.NoCache)
 	ttl     time.Duration
 	expires time.Time
 	// renewed is when the lease was last granted or extended here: its
@@ -143,6 +144,10 @@ func (t *leaseTable) Promote(now time.Time, sessions []fs.SessionInfo) {
 	parked := t.clearLocked()
 	for _, si := range sessions {
 		t.addLocked(now, si.ID, time.Duration(si.TTL), si.Secret, si.Principal)
+		if si.NoCache { // nothing cached to flush: writes need not wait for it
+			t.m[si.ID].noCache = true
+			continue
+		}
 		t.m[si.ID].unflushed = make(chan struct{})
 		t.nUnflushed++
 	}
@@ -207,6 +212,23 @@ func (t *leaseTable) addLocked(now time.Time, id uint64, ttl time.Duration, secr
 	}
 	t.m[id] = l
 	t.owners[owner]++
+}
+
+// setNoCache marks session id as caching nothing (CreateSession.NoCache).
+func (t *leaseTable) setNoCache(id uint64) {
+	t.mu.Lock()
+	if l, ok := t.m[id]; ok {
+		l.noCache = true
+	}
+	t.mu.Unlock()
+}
+
+// noCache reports whether session id caches nothing.
+func (t *leaseTable) noCache(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.m[id]
+	return ok && l.noCache
 }
 
 // deleteLocked forgets lease id (t.mu held).

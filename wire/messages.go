@@ -101,6 +101,10 @@ type CreateSessionArgs struct {
 	// Nonce, chosen at random by the client once per Dial, makes a retried
 	// CreateSession return the session its lost reply created.
 	Nonce uint64 `msgpack:"n,omitempty"`
+	// NoCache: the client caches nothing (Config.DisableCache). The
+	// master never makes the session a cacher, and after a failover
+	// writes do not wait for it to reach the new master.
+	NoCache bool `msgpack:"nc,omitempty"`
 }
 
 // CreateSessionReply carries the new session and its granted TTL.

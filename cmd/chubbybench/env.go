@@ -89,7 +89,7 @@ func (e *env) measuring() bool { return e.phase.Load() == phaseMeasure }
 // config is the client configuration of the run's next session: the
 // shared connections spread evenly, if there are any.
 func (e *env) config() client.Config {
-	cfg := client.Config{Servers: e.o.servers, SessionTTL: e.o.ttl}
+	cfg := client.Config{Servers: e.o.servers, SessionTTL: e.o.ttl, DisableCache: e.o.noCache}
 	if e.o.workload.name == "sessions" {
 		// Its sessions watch nothing: the session events (jeopardy,
 		// safe, expired) need no 256-slot buffer per session.

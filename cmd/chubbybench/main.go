@@ -45,6 +45,8 @@ type options struct {
 	json     bool
 	quiet    bool
 	failOn   bool
+	// noCache dials every client with client.Config.DisableCache.
+	noCache bool
 	// metrics is a server's /metrics URL whose process figures the run
 	// reports for its measured window ("": none).
 	metrics string
@@ -197,6 +199,7 @@ func flagSet(w *workload, o *options) *flag.FlagSet {
 	fl.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fl.BoolVar(&o.quiet, "quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
 	fl.StringVar(&o.metrics, "server-metrics", "", "a server's /metrics URL (chubbyd -http-addr, e.g. http://127.0.0.1:7180/metrics): report its CPU over the measured window and its memory (server_cpu_cores, server_rss_mb)")
+	fl.BoolVar(&o.noCache, "no-cache", false, "clients without a cache (client.Config.DisableCache): the master never waits for them to flush one, as before a write after a failover")
 	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write chubbybench's own CPU profile of the run to this file (go tool pprof)")
 	fl.BoolVar(&o.failOn, "fail-on-error", false, "exit 1 if any operation failed (or, for sessions, a session was lost)")
 	if w.flags != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -183,4 +184,18 @@ func TestCommand(t *testing.T) {
 		}
 		checkJSON(t, []byte(out))
 	})
+}
+
+// TestNoCacheFlag: -no-cache dials every client without a cache.
+func TestNoCacheFlag(t *testing.T) {
+	for _, args := range [][]string{{"sessions"}, {"sessions", "-no-cache"}} {
+		o, err := parse(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(args) == 2
+		if got := newEnv(o, io.Discard).config().DisableCache; got != want {
+			t.Errorf("%q: DisableCache %v, want %v", args, got, want)
+		}
+	}
 }

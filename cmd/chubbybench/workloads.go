@@ -226,6 +226,9 @@ Common flags (chubbybench WORKLOAD -h lists them all, with the workload's own):
   -json            one JSON object instead of the table
   -server-metrics URL  a server's /metrics (chubbyd -http-addr): report its
                    CPU over the measured window and its memory
+  -no-cache        clients without a cache (client.Config.DisableCache): the
+                   master never makes them cachers, and after a failover
+                   writes do not wait for them to reach the new master
   -cpuprofile F    write chubbybench's own CPU profile to F
   -quiet           no progress bar
   -fail-on-error   exit 1 if any operation failed
