@@ -22,37 +22,10 @@
 set -eu
 CLIENTS=${1:-100000}
 CONNS=${2:-100}
-W=$(mktemp -d /tmp/failover.XXXXXX)
-if [ -z "${BIN:-}" ]; then
-  BIN=$W/bin
-  (cd "$(dirname "$0")/.." && go build -o "$BIN/" ./cmd/chubbyd ./cmd/chubbybench)
-fi
-declare -A PID
-cleanup() {
-  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-CELL=127.0.0.1:27100,127.0.0.1:27200,127.0.0.1:27300
-i=1
-for n in a b c; do
-  J=""; [ $n != a ] && J="-join 127.0.0.1:27102"
-  "$BIN/chubbyd" -node-id $n -data-dir "$W/$n" -rpc-addr 127.0.0.1:27${i}00 -raft-addr 127.0.0.1:27${i}01 \
-    -gossip-addr 127.0.0.1:27${i}02 -http-addr 127.0.0.1:27${i}80 -bootstrap-expect 3 $J ${SERVER_FLAGS:-} > "$W/$n.log" 2>&1 &
-  PID[$n]=$!
-  i=$((i+1))
-done
-master() { # prints "name http-port" of the serving master
-  i=1
-  for n in a b c; do
-    if curl -sf 127.0.0.1:27${i}80/metrics | grep -q '^chubby_master_serving 1'; then echo "$n 27${i}80"; return; fi
-    i=$((i+1))
-  done
-}
-M=""
-for t in $(seq 1 60); do M=$(master); [ -n "$M" ] && break; sleep 0.5; done
-[ -n "$M" ] || { echo "no master elected" >&2; exit 1; }
+. "$(dirname "$0")/lib/cell3.sh"
+cell3_init failover chubbyd chubbybench
+cell3_start
+cell3_wait_master
 "$BIN/chubbybench" sessions -cell $CELL -clients "$CLIENTS" -conns "$CONNS" -ttl 12s -duration 60s -quiet ${BENCH_FLAGS:-} > "$W/sessions.out" 2>&1 &
 PID[sessions]=$!
 for t in $(seq 1 600); do
@@ -63,7 +36,7 @@ done
 "$BIN/chubbybench" write -cell $CELL -clients 1 -duration $(( ${SETTLE:-10} + 20 ))s -warmup 1s -quiet > "$W/write.out" 2>&1 &
 PID[write]=$!
 sleep "${SETTLE:-10}" # the sessions renewing steadily before the kill
-[ "$(master)" = "$M" ] || { echo "the master changed before the kill" >&2; exit 1; }
+[ "$(cell3_master)" = "$M" ] || { echo "the master changed before the kill" >&2; exit 1; }
 kill -9 "${PID[${M% *}]}"
 echo "killed the master ${M% *} at $(date +%T.%N)" >&2
 if [ -n "${QUIT_AFTER:-}" ]; then # diagnosis: the load tool's goroutines, QUIT_AFTER s after the kill
@@ -73,7 +46,7 @@ fi
 N=""
 for t in $(seq 1 25); do
   sleep 1
-  [ -n "$N" ] || N=$(master)
+  [ -n "$N" ] || N=$(cell3_master)
   [ -n "$N" ] || continue
   curl -sf 127.0.0.1:${N#* }/metrics | grep -E '^chubby_(keepalives_total|sessions |sessions_expired_total|rpc_connections|calls_denied_total)|^chubby_rpc_calls_total\{method="(KeepAlive|KeepAliveMany|Hello)"' |
     sed "s/^/$t s: /" >> "$W/newmaster.metrics" || true

@@ -11,48 +11,25 @@
 #   RESULT mode=... sessions=... calls_per_s=... per_session=... lost=...
 # Ports 27100-27480 on 127.0.0.1; the cell's data goes in a temporary
 # directory, removed at the end. Binaries: $BIN (default: built from this
-# checkout into the temporary directory).
+# checkout into the temporary directory). KEEP=dir keeps the outputs and logs.
 set -eu
 MODE=${1:?direct or proxied}
 PROCS=${2:-2}
 CLIENTS=${3:-10000}
 HOLD=${HOLD:-40s}
 RATE=${RATE:-150} # sessions created per second per process: faster starves the cell of CPU on 2 cores
-W=$(mktemp -d /tmp/karate.XXXXXX)
-if [ -z "${BIN:-}" ]; then
-  BIN=$W/bin
-  (cd "$(dirname "$0")/.." && go build -o "$BIN/" ./cmd/chubbyd ./cmd/chubbyproxy ./cmd/chubbybench)
-fi
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-CELL=127.0.0.1:27100,127.0.0.1:27200,127.0.0.1:27300
-i=1
-for n in a b c; do
-  J=""; [ $n != a ] && J="-join 127.0.0.1:27102"
-  "$BIN/chubbyd" -node-id $n -data-dir "$W/$n" -rpc-addr 127.0.0.1:27${i}00 -raft-addr 127.0.0.1:27${i}01 \
-    -gossip-addr 127.0.0.1:27${i}02 -http-addr 127.0.0.1:27${i}80 -bootstrap-expect 3 $J > "$W/$n.log" 2>&1 &
-  PIDS+=($!)
-  i=$((i+1))
-done
-master_http() {
-  for h in 27180 27280 27380; do
-    if curl -sf 127.0.0.1:$h/metrics | grep -q '^chubby_master_serving 1'; then echo "http://127.0.0.1:$h"; return; fi
-  done
-}
-MH=""
-for t in $(seq 1 60); do MH=$(master_http); [ -n "$MH" ] && break; sleep 0.5; done
-[ -n "$MH" ] || { echo "no master elected" >&2; exit 1; }
+. "$(dirname "$0")/lib/cell3.sh"
+cell3_init karate chubbyd chubbyproxy chubbybench
+cell3_start
+cell3_wait_master
+master_http() { local m; m=$(cell3_master); [ -n "$m" ] && echo "http://127.0.0.1:${m#* }"; }
+MH="http://127.0.0.1:${M#* }"
 TARGET=$CELL
 if [ "$MODE" = proxied ]; then
   PX=127.0.0.1:27401,127.0.0.1:27402,127.0.0.1:27403,127.0.0.1:27404
   for i in 1 2 3 4; do
     "$BIN/chubbyproxy" -cell $CELL -listen 127.0.0.1:2740$i -peers $PX > "$W/proxy$i.log" 2>&1 &
-    PIDS+=($!)
+    PID[proxy$i]=$!
   done
   TARGET=$PX
   sleep 1
@@ -61,9 +38,10 @@ BENCH=()
 for i in $(seq 1 "$PROCS"); do
   "$BIN/chubbybench" sessions -cell $TARGET -clients "$CLIENTS" -ttl 12s -duration "$HOLD" -rate "$RATE" -quiet > "$W/bench$i.out" 2>&1 &
   BENCH+=($!)
-  PIDS+=($!)
+  PID[bench$i]=$!
 done
 want=$((PROCS * CLIENTS))
+[ "$MODE" = proxied ] && want=$((want + 4)) # each proxy's own session (its read cache)
 metric() { curl -sf "$MH/metrics" | awk -v re="$1" '$0 ~ re {s+=$2} END {print s+0}'; }
 for t in $(seq 1 600); do
   n=$(metric '^chubby_sessions ')
@@ -80,3 +58,4 @@ n=$(metric '^chubby_sessions ')
 for p in "${BENCH[@]}"; do wait "$p" || true; done
 lost=$(cat "$W"/bench*.out | awk '$1 == "sessions_lost" {s+=$2} END {print s+0}')
 python3 -c "r=($b-$a)/($t1-$t0); print(f'RESULT mode=$MODE sessions=${n%.*} calls_per_s={r:.1f} per_session={r/${n%.*}:.4f} lost=$lost')"
+if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$KEEP"/ 2>/dev/null || true; fi
