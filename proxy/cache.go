@@ -65,11 +65,8 @@ type readCache struct {
 // newReadCache starts the proxy's cache, its session dialled within ctx
 // (or, failing that, in the background).
 func newReadCache(ctx context.Context, cfg client.Config, clock session.Clock) *readCache {
-	rc := &readCache{cfg: cfg, clock: clock, sessions: map[uint64]renewedSession{}, reading: map[readKey]chan struct{}{}}
+	rc := &readCache{cfg: cfg, clock: clock, sessions: map[uint64]renewedSession{}, reading: map[readKey]chan struct{}{}, dialling: true}
 	rc.ctx, rc.cancel = context.WithCancel(context.Background())
-	rc.mu.Lock()
-	rc.dialling = true
-	rc.mu.Unlock()
 	rc.dial(ctx)
 	return rc
 }
@@ -128,10 +125,11 @@ func (rc *readCache) vouched(req *wire.Request) bool {
 func (rc *readCache) session() *client.Client {
 	rc.mu.Lock()
 	c := rc.cacher
+	var ended *client.Client
 	if c != nil {
 		select {
 		case <-c.Done(): // expired: the cache it held is gone with it
-			rc.cacher, c = nil, nil
+			rc.cacher, ended, c = nil, c, nil
 		default:
 		}
 	}
@@ -144,29 +142,28 @@ func (rc *readCache) session() *client.Client {
 		}()
 	}
 	rc.mu.Unlock()
+	if ended != nil {
+		ended.Close()
+	}
 	return c
 }
 
-// dial creates the proxy's session, trying until ctx ends.
+// dial creates the proxy's session, trying until ctx ends. It runs only
+// while there is none (dialling guards it).
 func (rc *readCache) dial(ctx context.Context) {
 	c, err := client.Dial(ctx, rc.cfg)
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	rc.dialling = false
-	if err != nil {
-		if rc.ctx.Err() == nil {
-			rc.cfg.Logger.Warn("no session of the proxy's own: reads go to the master", "err", err)
-		}
-		return
+	closed := rc.ctx.Err() != nil
+	if err == nil && !closed {
+		rc.cacher = c
 	}
-	if rc.ctx.Err() != nil { // closed meanwhile
-		go c.Close()
-		return
-	}
-	old := rc.cacher
-	rc.cacher = c
-	if old != nil {
-		go old.Close()
+	rc.mu.Unlock()
+	switch {
+	case err != nil && !closed:
+		rc.cfg.Logger.Warn("no session of the proxy's own: reads go to the master", "err", err)
+	case err == nil && closed: // closed meanwhile
+		c.Close()
 	}
 }
 
