@@ -65,7 +65,7 @@ func newEnv(o *options, stderr io.Writer) *env {
 	if o.metrics != "" {
 		e.usage = &serverUsage{url: o.metrics}
 	}
-	if o.conns > 0 && o.conns < o.clients {
+	if o.conns > 0 && o.conns < o.clients && !o.group {
 		for range o.conns {
 			e.pools = append(e.pools, client.NewPool())
 		}
@@ -77,7 +77,7 @@ func newEnv(o *options, stderr io.Writer) *env {
 // or more when they share connections (a creation is then two calls on a
 // connection already open, not a connection of its own).
 func (e *env) dialParallelism() int {
-	if e.pools != nil {
+	if e.pools != nil || e.o.group {
 		return 16 * dialParallel
 	}
 	return dialParallel

@@ -58,6 +58,7 @@ type options struct {
 	cached bool          // read
 	size   int           // read, write, fanout
 	hold   time.Duration // contended
+	group  bool          // sessions: client.SessionGroup per connection
 
 	// not flags: what tests vary
 	mode         client.Mode   // contended's lock mode (Exclusive)

@@ -150,6 +150,11 @@ next write, so each write is one round.
 at a time; at most -rate a second), then holds them all for -duration
 while their KeepAlive loops renew them. -warmup does not apply. With
 -server-metrics, server_cpu_cores and server_rss_mb cover the hold.
+With -group the sessions are not Clients: each connection (-conns, or one
+per 1,000 sessions) is a client.SessionGroup, one loop renewing all of its
+sessions with KeepAliveMany and bringing them all to a new master in one
+call after a failover — the protocol's multi-session form, what a process
+holding many idle sessions uses instead of a goroutine per session.
 
   ops              sessions created (per_client_ops: 1 for each)
   duration_s       creation time plus the hold (ops_per_s = ops/duration_s)
@@ -160,6 +165,9 @@ while their KeepAlive loops renew them. -warmup does not apply. With
                    (counted by -fail-on-error)`,
 		defClients: 100, minClients: 1, clientsHelp: "sessions to create and hold",
 		defRate: 0, rateHelp: "cap on sessions created per second (0: no cap)",
+		flags: func(fl *flag.FlagSet, o *options) {
+			fl.BoolVar(&o.group, "group", false, "hold the sessions in a client.SessionGroup per connection (-conns, or one per 1,000 sessions) instead of a client.Client each")
+		},
 		run: runSessions,
 	},
 }

@@ -180,6 +180,24 @@ func TestWorkloads(t *testing.T) {
 			t.Errorf("%d KeepAlive and %d KeepAliveMany calls; want KeepAliveMany only", ka, many)
 		}
 	})
+	// -group: a SessionGroup per connection renews its sessions itself;
+	// Close ends them all on the master.
+	t.Run("sessions-group", func(t *testing.T) {
+		p := c.NewProxy(t)
+		o := testOptions(t, "sessions", p.Addr(), 40)
+		o.conns = 2
+		o.group = true
+		r := runWorkload(t, o)
+		if r.Ops() != 40 || figure(t, r, "sessions_lost") != int64(0) {
+			t.Errorf("sessions: %d created, %v lost; want 40, 0", r.Ops(), figure(t, r, "sessions_lost"))
+		}
+		if ka, many := p.Count(wire.MKeepAlive), p.Count(wire.MKeepAliveMany); ka != 0 || many == 0 {
+			t.Errorf("%d KeepAlive and %d KeepAliveMany calls; want KeepAliveMany only", ka, many)
+		}
+		if n := c.Status().Sessions; n != 0 {
+			t.Errorf("%d sessions left on the master after the run", n)
+		}
+	})
 	t.Run("lock-shared", func(t *testing.T) {
 		o := testOptions(t, "lock", addr, 4)
 		o.conns = 2
