@@ -34,33 +34,72 @@ func (c *Client) connect(ctx context.Context) error {
 			return err
 		}
 	}
-	conn, addr, hello := m.conn, m.addr, m.hello
-	{
-		c.mu.Lock()
-		if c.conn != nil {
-			c.conn.close()
-		}
-		failover := c.epoch != 0 && c.epoch != hello.Epoch
-		if failover {
-			// Before any call uses the new master: nothing cached under
-			// the old one may be served, and the new master's invalidation
-			// numbers start afresh.
-			c.cache.Flush()
-			c.invalAck.Store(0)
-		}
-		c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
-		select {
-		case <-c.connReady:
-		default:
-			close(c.connReady)
-		}
-		c.mu.Unlock()
-		if failover {
-			c.emit(Event{Type: EventMasterFailover})
-			go c.resubscribe()
-		}
-		return nil
+	c.install(m.conn, m.addr, m.hello)
+	return nil
+}
+
+// install makes conn, to the master at addr that answered Hello with
+// hello, the client's connection.
+func (c *Client) install(conn *rpcConn, addr string, hello wire.HelloReply) {
+	c.mu.Lock()
+	if c.conn != nil && c.conn != conn {
+		c.conn.close()
 	}
+	failover := c.epoch != 0 && c.epoch != hello.Epoch
+	if failover {
+		// Before any call uses the new master: nothing cached under
+		// the old one may be served, and the new master's invalidation
+		// numbers start afresh.
+		c.cache.Flush()
+		c.invalAck.Store(0)
+	}
+	c.conn, c.master, c.epoch, c.cell = conn, addr, hello.Epoch, hello.Cell
+	select {
+	case <-c.connReady:
+	default:
+		close(c.connReady)
+	}
+	c.mu.Unlock()
+	if failover {
+		c.emit(Event{Type: EventMasterFailover})
+		go c.resubscribe()
+	}
+}
+
+// rehelloTimeout bounds rehello's Hello: over a proxy's wait for a new
+// master (proxy.helloTimeout, 2 s).
+const rehelloTimeout = 3 * time.Second
+
+// rehello asks the other end of conn, which refused a call of epoch as not
+// master or of a wrong epoch but is still there, who the master is now. If
+// it answers that it is, at another epoch, the client keeps the connection
+// and moves to that epoch (true): after a failover behind a proxy, which
+// answers so once it has found the new master, each of its clients asks it
+// once instead of dialling every server it knows — thousands of clients
+// doing that at once can run a process out of file descriptors. A shared
+// connection's clients search together instead (Pool.findMaster).
+func (c *Client) rehello(ctx context.Context, conn *rpcConn, epoch uint64, err error) bool {
+	if conn == nil || conn.t.pool != nil || !(errors.Is(err, wire.ErrNotMaster) || errors.Is(err, wire.ErrWrongEpoch)) {
+		return false
+	}
+	c.mu.Lock()
+	current := c.conn == conn && c.epoch == epoch && c.lease.State() == SessionSafe
+	addr := c.master
+	// Not past the local lease: jeopardy is signalled on time.
+	wait := min(rehelloTimeout, c.lease.Expiry().Sub(c.clock.Now()))
+	c.mu.Unlock()
+	if !current || wait <= 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	h, herr := conn.hello(ctx)
+	if herr != nil || !h.IsMaster || h.Epoch == epoch {
+		return false
+	}
+	c.learn(h.Servers)
+	c.install(conn, addr, h)
+	return true
 }
 
 // probeResult is one server's answer to Hello.

@@ -112,6 +112,17 @@ func (c *Client) keepAliveLoop() {
 				return
 			default:
 				c.log.Debug("keepalive failed", "err", r.err)
+				c.mu.Lock()
+				moved := r.epoch != c.epoch && r.conn == c.conn
+				c.mu.Unlock()
+				if moved { // refused for the epoch rehello left behind
+					continue
+				}
+				if c.rehello(ctx, r.conn, r.epoch, r.err) {
+					retry.reset()
+					urgent = true
+					continue
+				}
 				c.dropConn(r.conn)
 				if c.checkLease() == SessionExpired {
 					return

@@ -10,6 +10,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/proxy"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/netproxy"
 	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -80,4 +81,43 @@ func TestProxyRenewsClientsTogether(t *testing.T) {
 		t.Fatalf("%d KeepAliveMany calls for 20 sessions renewed 4 times; want them carried together", many)
 	}
 	t.Logf("%d KeepAliveMany calls to the master", many)
+}
+
+// TestProxyClientsKeepConnectionsThroughFailover: when the master fails,
+// a proxy's clients (each on a connection of its own) ask the proxy for
+// the new master on the connection they have, instead of each dialling
+// every proxy again, and renew their sessions with the new master.
+func TestProxyClientsKeepConnectionsThroughFailover(t *testing.T) {
+	const n = 20
+	c := cell.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	p, err := proxy.Start(ctx, proxy.Config{Cell: c.Addrs(), Listen: "127.0.0.1:0", Logger: c.Logger(), NoCache: true})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	link, err := netproxy.Listen("clients", p.Addr()) // counts the clients' connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	var cls []*client.Client
+	for range n {
+		cls = append(cls, c.Dial(t, client.Config{Servers: []string{link.Addr()}, FixedServers: true, SessionTTL: 6 * time.Second}))
+	}
+	before := link.Stats().Accepted
+	epoch := cls[0].Session().Epoch
+	c.Kill(t, c.Master(t))
+	wait.For(t, 0, "every session renewed by the new master", func() bool {
+		for _, cl := range cls {
+			if s := cl.Session(); s.Epoch == epoch || s.State != client.SessionSafe {
+				return false
+			}
+		}
+		return true
+	})
+	if got := link.Stats().Accepted - before; got != 0 {
+		t.Fatalf("%d clients of the proxy opened %d new connections to it through the failover; want none (each asks on its own)", n, got)
+	}
 }

@@ -43,14 +43,7 @@ if [ -n "${QUIT_AFTER:-}" ]; then # diagnosis: the load tool's goroutines, QUIT_
   (sleep "$QUIT_AFTER"; kill -QUIT "${PID[sessions]}") &
 fi
 # The new master's view of the sessions coming back, once a second.
-N=""
-for t in $(seq 1 25); do
-  sleep 1
-  [ -n "$N" ] || N=$(cell3_master)
-  [ -n "$N" ] || continue
-  curl -sf 127.0.0.1:${N#* }/metrics | grep -E '^chubby_(keepalives_total|sessions |sessions_expired_total|rpc_connections|calls_denied_total)|^chubby_rpc_calls_total\{method="(KeepAlive|KeepAliveMany|Hello)"' |
-    sed "s/^/$t s: /" >> "$W/newmaster.metrics" || true
-done
+cell3_sample "$W/newmaster.metrics" 25
 wait "${PID[write]}" || true
 expired=$( [ -n "$N" ] && curl -sf 127.0.0.1:${N#* }/metrics | awk '/^chubby_sessions_expired_total / {print $2}')
 wait "${PID[sessions]}" || true

@@ -12,6 +12,11 @@
 # Ports 27100-27480 on 127.0.0.1; the cell's data goes in a temporary
 # directory, removed at the end. Binaries: $BIN (default: built from this
 # checkout into the temporary directory). KEEP=dir keeps the outputs and logs.
+# PROXY_FLAGS= more flags for chubbyproxy (-log-level debug).
+# KILL_MASTER=1 sends SIGKILL to the master after the window (the clients
+# hold their sessions on for the rest of HOLD, default 40s: make it 60s).
+# RESULT's master_changed says whether the master at the end of the hold
+# is the one of the window.
 set -eu
 MODE=${1:?direct or proxied}
 PROCS=${2:-2}
@@ -28,7 +33,7 @@ TARGET=$CELL
 if [ "$MODE" = proxied ]; then
   PX=127.0.0.1:27401,127.0.0.1:27402,127.0.0.1:27403,127.0.0.1:27404
   for i in 1 2 3 4; do
-    "$BIN/chubbyproxy" -cell $CELL -listen 127.0.0.1:2740$i -peers $PX > "$W/proxy$i.log" 2>&1 &
+    "$BIN/chubbyproxy" -cell $CELL -listen 127.0.0.1:2740$i -peers $PX ${PROXY_FLAGS:-} > "$W/proxy$i.log" 2>&1 &
     PID[proxy$i]=$!
   done
   TARGET=$PX
@@ -55,7 +60,18 @@ sleep 15
 b=$(metric '^chubby_rpc_calls_total\{method="KeepAlive(Many)?"\}'); t1=$(date +%s.%N)
 n=$(metric '^chubby_sessions ')
 [ "$(master_http)" = "$MH" ] || { echo "the master changed during the window" >&2; exit 1; }
+if [ -n "${KILL_MASTER:-}" ]; then
+  kill -9 "${PID[${M% *}]}"
+  echo "killed the master ${M% *} at $(date +%T.%N)" >&2
+  cell3_sample "$W/newmaster.metrics" 25
+fi
 for p in "${BENCH[@]}"; do wait "$p" || true; done
+changed=no
+NH=$(master_http)
+[ "$NH" = "$MH" ] || changed=yes
+# Sessions the master at the end expired: a client in its grace period may
+# not know yet that its session is gone (lost counts what the clients saw).
+expired=$( [ -n "$NH" ] && curl -sf "$NH/metrics" | awk '/^chubby_sessions_expired_total / {print $2}')
 lost=$(cat "$W"/bench*.out | awk '$1 == "sessions_lost" {s+=$2} END {print s+0}')
-python3 -c "r=($b-$a)/($t1-$t0); print(f'RESULT mode=$MODE sessions=${n%.*} calls_per_s={r:.1f} per_session={r/${n%.*}:.4f} lost=$lost')"
-if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$KEEP"/ 2>/dev/null || true; fi
+python3 -c "r=($b-$a)/($t1-$t0); print(f'RESULT mode=$MODE sessions=${n%.*} calls_per_s={r:.1f} per_session={r/${n%.*}:.4f} lost=$lost expired_on_master=${expired:-?} master_changed=$changed')"
+if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$W"/*.metrics "$KEEP"/ 2>/dev/null || true; fi

@@ -7,6 +7,9 @@
 #   cell3_start                start the servers ($SERVER_FLAGS added to each)
 #   cell3_master               print "name http-port" of the serving master
 #   cell3_wait_master          set M to it, or exit 1 after 30 s
+#   cell3_sample FILE SECONDS  after a kill of the master: append the new
+#                              master's session and KeepAlive metrics to
+#                              FILE once a second for SECONDS; sets N to it
 
 CELL=127.0.0.1:27100,127.0.0.1:27200,127.0.0.1:27300
 declare -A PID
@@ -57,4 +60,16 @@ cell3_wait_master() {
   for t in $(seq 1 60); do M=$(cell3_master); [ -n "$M" ] && return; sleep 0.5; done
   echo "no master elected" >&2
   exit 1
+}
+
+cell3_sample() {
+  local file=$1 secs=$2 t
+  N=""
+  for t in $(seq 1 "$secs"); do
+    sleep 1
+    [ -n "$N" ] || N=$(cell3_master)
+    [ -n "$N" ] || continue
+    curl -sf 127.0.0.1:${N#* }/metrics | grep -E '^chubby_(keepalives_total|sessions |sessions_expired_total|rpc_connections|calls_denied_total)|^chubby_rpc_calls_total\{method="(KeepAlive|KeepAliveMany|Hello)"' |
+      sed "s/^/$t s: /" >> "$file" || true
+  done
 }
