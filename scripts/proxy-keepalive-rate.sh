@@ -12,7 +12,8 @@
 # Ports 27100-27480 on 127.0.0.1; the cell's data goes in a temporary
 # directory, removed at the end. Binaries: $BIN (default: built from this
 # checkout into the temporary directory). KEEP=dir keeps the outputs and logs.
-# PROXY_FLAGS= more flags for chubbyproxy (-log-level debug).
+# PROXY_FLAGS= more flags for chubbyproxy (-log-level debug). PROFILE=1:
+# each load process's CPU profile (benchN.prof, kept with KEEP).
 # KILL_MASTER=1 sends SIGKILL to the master after the window (the clients
 # hold their sessions on for the rest of HOLD, default 40s: make it 60s).
 # RESULT's master_changed says whether the master at the end of the hold
@@ -41,7 +42,7 @@ if [ "$MODE" = proxied ]; then
 fi
 BENCH=()
 for i in $(seq 1 "$PROCS"); do
-  "$BIN/chubbybench" sessions -cell $TARGET -clients "$CLIENTS" -ttl 12s -duration "$HOLD" -rate "$RATE" -quiet > "$W/bench$i.out" 2>&1 &
+  "$BIN/chubbybench" sessions -cell $TARGET -clients "$CLIENTS" -ttl 12s -duration "$HOLD" -rate "$RATE" -quiet ${PROFILE:+-cpuprofile "$W/bench$i.prof"} > "$W/bench$i.out" 2>&1 &
   BENCH+=($!)
   PID[bench$i]=$!
 done
@@ -74,4 +75,4 @@ NH=$(master_http)
 expired=$( [ -n "$NH" ] && curl -sf "$NH/metrics" | awk '/^chubby_sessions_expired_total / {print $2}')
 lost=$(cat "$W"/bench*.out | awk '$1 == "sessions_lost" {s+=$2} END {print s+0}')
 python3 -c "r=($b-$a)/($t1-$t0); print(f'RESULT mode=$MODE sessions=${n%.*} calls_per_s={r:.1f} per_session={r/${n%.*}:.4f} lost=$lost expired_on_master=${expired:-?} master_changed=$changed')"
-if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$W"/*.metrics "$KEEP"/ 2>/dev/null || true; fi
+if [ -n "${KEEP:-}" ]; then cp "$W"/*.out "$W"/*.log "$W"/*.metrics "$W"/*.prof "$KEEP"/ 2>/dev/null || true; fi
