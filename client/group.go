@@ -97,10 +97,12 @@ func (g *SessionGroup) Create(ctx context.Context) (uint64, error) {
 		if !retryable(err) && !errors.Is(err, ErrUnavailable) {
 			return 0, err
 		}
+		t := c.clock.NewTimer(retry.next())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return 0, fmt.Errorf("create session: %w", err)
-		case <-c.clock.NewTimer(retry.next()).C():
+		case <-t.C():
 		}
 	}
 }
@@ -180,9 +182,11 @@ func (g *SessionGroup) renewLoop() {
 				c.dropConn(conn) // no answer in time: look for the master again
 			}
 			urgent = true
+			t := c.clock.NewTimer(retry.next())
 			select {
-			case <-c.clock.NewTimer(retry.next()).C():
+			case <-t.C():
 			case <-g.stop:
+				t.Stop()
 				return
 			}
 			continue
