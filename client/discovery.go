@@ -67,8 +67,9 @@ func (c *Client) install(conn *rpcConn, addr string, hello wire.HelloReply) {
 }
 
 // rehelloTimeout bounds rehello's Hello: over a proxy's wait for a new
-// master (proxy.helloTimeout, 2 s).
-const rehelloTimeout = 3 * time.Second
+// master (proxy.helloTimeout, 5 s), which covers an election. The local
+// lease bounds it too.
+const rehelloTimeout = 6 * time.Second
 
 // rehello asks the other end of conn, which refused a call of epoch as not
 // master or of a wrong epoch but is still there, who the master is now. If
@@ -119,10 +120,8 @@ type found struct {
 	hints []string
 }
 
-// findMaster asks every server at once who the master is and keeps the
-// connection of the first that is. A stopped or unreachable server costs no
-// more than the slowest answer of the others (at most the 2 s probe
-// timeout), whatever its place in the list.
+// findMaster asks the servers who the master is and keeps the connection
+// of the first that is (probe).
 func (c *Client) findMaster(ctx context.Context, servers []string) (found, error) {
 	if p := c.cfg.Pool; p != nil {
 		return p.findMaster(ctx, c, servers)
@@ -130,37 +129,71 @@ func (c *Client) findMaster(ctx context.Context, servers []string) (found, error
 	return c.probe(ctx, servers)
 }
 
-// probe is findMaster's search: every server asked at once.
+// probeStagger is how long probe waits on a server's answer before it asks
+// the next one as well.
+var probeStagger = 150 * time.Millisecond
+
+// probe is findMaster's search. It asks the servers in a random order, the
+// next one as soon as the last answered that it is not the master (or
+// failed), or after probeStagger without an answer, and stops asking once
+// one is: a reconnecting client usually opens one connection, not one per
+// server — after a failover behind proxies, thousands of clients dialling
+// every proxy at once can run a process out of file descriptors — and the
+// clients of a cell spread over its servers. A stopped or unreachable
+// server costs probeStagger, whatever its place in the list; the search
+// ends within the 2 s probe timeout.
 func (c *Client) probe(ctx context.Context, servers []string) (found, error) {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	results := make(chan probeResult, len(servers))
-	for _, addr := range servers {
-		go func(addr string) {
-			r := probeResult{addr: addr}
-			r.conn, r.err = c.dial(pctx, addr)
-			if r.err == nil {
-				r.hello, r.err = r.conn.hello(pctx)
-				if r.err != nil {
-					r.conn.close()
-					r.conn = nil
-				}
+	order := slices.Clone(servers)
+	c.rngMu.Lock()
+	c.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	c.rngMu.Unlock()
+	results := make(chan probeResult, len(order))
+	ask := func(addr string) {
+		r := probeResult{addr: addr}
+		r.conn, r.err = c.dial(pctx, addr)
+		if r.err == nil {
+			r.hello, r.err = r.conn.hello(pctx)
+			if r.err != nil {
+				r.conn.close()
+				r.conn = nil
 			}
-			results <- r
-		}(addr)
+		}
+		results <- r
 	}
 	var out found
 	var lastErr error = errors.New("no servers")
-	pending := len(servers)
+	asked, pending := 0, 0
+	next := func() {
+		if asked < len(order) {
+			go ask(order[asked])
+			asked++
+			pending++
+		}
+	}
+	// Real time, as the probe timeout: network waits, not lease time.
+	stagger := time.NewTimer(probeStagger)
+	defer stagger.Stop()
+	next()
 	for pending > 0 {
-		r := <-results
+		var r probeResult
+		select {
+		case r = <-results:
+		case <-stagger.C:
+			next() // no answer yet: ask another as well
+			stagger.Reset(probeStagger)
+			continue
+		}
 		pending--
+		stagger.Reset(probeStagger)
 		if r.err != nil {
 			lastErr = fmt.Errorf("%s: %w", r.addr, r.err)
+			next()
 			continue
 		}
 		c.learn(r.hello.Servers)
-		if r.hello.IsMaster && out.conn == nil {
+		if r.hello.IsMaster {
 			out.addr, out.conn, out.hello = r.addr, r.conn, r.hello
 			break
 		}
@@ -169,6 +202,7 @@ func (c *Client) probe(ctx context.Context, servers []string) (found, error) {
 		if r.hello.Master != "" && !slices.Contains(out.hints, r.hello.Master) {
 			out.hints = append(out.hints, r.hello.Master)
 		}
+		next()
 	}
 	if pending > 0 {
 		// Close the connections of the probes still running.

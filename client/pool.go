@@ -398,27 +398,34 @@ func (b *kaBatcher) gather(g gathering, first time.Time) []*kaWaiter {
 }
 
 // flushKeepAlives sends the batch begun at first once gathered: one
-// KeepAliveMany per master epoch and per MaxKeepAliveMany sessions.
+// KeepAliveMany per master epoch, urgency and MaxKeepAliveMany sessions.
+// Urgent entries go apart: the master answers a call with one at once, and
+// would answer the others of the call with it, which then send again.
 func (t *transport) flushKeepAlives(first time.Time) {
 	q := t.ka.gather(t.pool.gather, first)
-	batches := map[uint64][]*kaWaiter{}
-	var epochs []uint64
+	type key struct {
+		epoch  uint64
+		urgent bool
+	}
+	batches := map[key][]*kaWaiter{}
+	var keys []key
 	for _, w := range q {
 		if w.answered.Load() { // its Client stopped waiting
 			continue
 		}
-		b := batches[w.epoch]
-		if b == nil {
-			epochs = append(epochs, w.epoch)
+		k := key{w.epoch, w.entry.Urgent}
+		b, ok := batches[k]
+		if !ok {
+			keys = append(keys, k)
 		}
 		if len(b) == wire.MaxKeepAliveMany {
-			go t.sendKeepAlives(w.epoch, b)
+			go t.sendKeepAlives(k.epoch, b)
 			b = nil
 		}
-		batches[w.epoch] = append(b, w)
+		batches[k] = append(b, w)
 	}
-	for _, e := range epochs {
-		go t.sendKeepAlives(e, batches[e])
+	for _, k := range keys {
+		go t.sendKeepAlives(k.epoch, batches[k])
 	}
 }
 

@@ -60,8 +60,12 @@ type Config struct {
 const maxInFlight = 256
 
 // helloTimeout bounds how long a Hello waits for the proxy to find the
-// master: a client asks the other proxies meanwhile.
-const helloTimeout = 2 * time.Second
+// master. Long enough for an election: after a master failover every
+// client of the proxy asks it (client.rehello) and should not give up and
+// search every proxy while the proxy is still finding the new master. A
+// client searching for the master waits 2 s on a proxy's answer and asks
+// the other proxies meanwhile.
+const helloTimeout = 5 * time.Second
 
 // Proxy is a running chubbyproxy.
 type Proxy struct {

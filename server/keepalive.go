@@ -20,7 +20,7 @@ type poll struct {
 	reqID uint64
 	timer session.Timer
 	// ids are the sessions the poll renews; each one's lease points at the
-	// poll (lease.poll) until it is answered.
+	// poll (lease.poll, or lease.poll2) until it is answered.
 	ids  []uint64
 	many bool
 	// answered is set (t.mu held) once a reply is built or the poll given
@@ -42,6 +42,7 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 		return err
 	}
 	old := t.renewLocked(l, now, ackInval)
+	old2 := t.takePollLocked(l) // a second KeepAliveMany's poll of the session
 	answerNow := urgent || l.hasDeliveriesLocked()
 	var rep wire.KeepAliveReply
 	if answerNow {
@@ -53,6 +54,7 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	}
 	t.mu.Unlock()
 	old.send()
+	old2.send()
 	t.metrics.keepAlives.Inc()
 	if urgent {
 		t.metrics.urgent.Inc()
@@ -65,7 +67,9 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 
 // keepAliveMany is keepAlive for the sessions of a KeepAliveMany from
 // principal: each entry is checked as its session's own KeepAlive would be
-// (a refusal answers that entry, not the call) and renewed; then one poll
+// (a refusal answers that entry, not the call) and renewed — a session
+// parked on an earlier KeepAliveMany leaves that one parked (lease.poll2),
+// a session's own parked KeepAlive is answered at once; then one poll
 // is parked for all of them, held session.KeepAliveManyHold, unless one
 // is urgent, has something to deliver or was refused: then every session
 // is answered at once.
@@ -85,15 +89,26 @@ func (t *leaseTable) keepAliveMany(c replier, reqID uint64, principal string, en
 			answerNow = true
 			continue
 		}
-		if l.poll == p { // named twice
+		if l.poll == p || l.poll2 == p { // named twice
 			continue
 		}
-		early = append(early, t.renewLocked(l, now, e.AckInval))
+		t.renewOnlyLocked(l, now, e.AckInval)
+		if l.poll2 != nil { // a third: the earliest is answered now
+			early = append(early, t.takePollLocked(l))
+		}
+		if l.poll != nil && l.poll.many {
+			// Parked on an earlier KeepAliveMany: that one stays parked
+			// for its other sessions, and this one answers the session
+			// too (see lease.poll2).
+			l.poll2 = p
+		} else {
+			early = append(early, t.takePollLocked(l)) // a KeepAlive of its own, answered now
+			l.poll = p
+		}
 		if e.Urgent {
 			urgent++
 		}
 		answerNow = answerNow || e.Urgent || l.hasDeliveriesLocked()
-		l.poll = p
 		p.ids = append(p.ids, l.id)
 		if minTTL == 0 || l.ttl < minTTL {
 			minTTL = l.ttl
@@ -141,9 +156,15 @@ type manyDue struct {
 
 // renewLocked is what a KeepAlive of lease l does before it parks: it
 // frees the writers waiting for the invalidations acknowledged up to
-// ackInval, extends the lease from now, and takes the session's parked
-// poll to be answered at once (returned).
+// ackInval, extends the lease from now, and takes the
+// session's parked poll to be answered at once (returned).
 func (t *leaseTable) renewLocked(l *lease, now time.Time, ackInval uint64) earlyReply {
+	t.renewOnlyLocked(l, now, ackInval)
+	return t.takePollLocked(l)
+}
+
+// renewOnlyLocked is renewLocked without the taking of the parked poll.
+func (t *leaseTable) renewOnlyLocked(l *lease, now time.Time, ackInval uint64) {
 	t.ackLocked(l, ackInval)
 	if l.unflushed == nil { // a session carried over has no earlier KeepAlive here
 		t.metrics.leaseUsed.Observe(float64(now.Sub(l.renewed)) / float64(l.ttl))
@@ -153,7 +174,6 @@ func (t *leaseTable) renewLocked(l *lease, now time.Time, ackInval uint64) early
 	t.flushedLocked(l)
 	t.extendLocked(l, now)
 	l.renewed = now
-	return t.takePollLocked(l)
 }
 
 // hasDeliveriesLocked: the session has invalidations, events or a count of
@@ -207,10 +227,17 @@ func (t *leaseTable) answerManyLocked(p *poll) wire.KeepAliveManyReply {
 	used := 0
 	for _, id := range p.ids {
 		l, ok := t.m[id]
-		if !ok || l.poll != p {
+		if !ok {
 			continue
 		}
-		l.poll = nil
+		switch p {
+		case l.poll: // a later KeepAliveMany's poll, if any, takes its place
+			l.poll, l.poll2 = l.poll2, nil
+		case l.poll2:
+			l.poll2 = nil
+		default:
+			continue
+		}
 		need := l.replyBoundLocked()
 		if len(rep.Sessions) > 0 && used+need > wire.ReplyBudget {
 			continue
@@ -319,7 +346,8 @@ func (e earlyReply) send() {
 
 // takePollLocked takes the session's parked poll, if any, to be answered
 // at once: with the session's reply, or a KeepAliveMany's with the replies
-// of all its sessions.
+// of all its sessions (a later KeepAliveMany's poll of the session, if any,
+// stays parked and becomes its poll).
 func (t *leaseTable) takePollLocked(l *lease) earlyReply {
 	p := l.poll
 	if p == nil {

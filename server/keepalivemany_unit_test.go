@@ -261,3 +261,63 @@ func TestKeepAliveManyCallsOfAConnectionEndTogether(t *testing.T) {
 		t.Fatalf("the other connection's call: %d replies after its hold, want 1", n)
 	}
 }
+
+// TestKeepAliveManyEarlySessionLeavesOthersParked: a session named by a
+// second KeepAliveMany while the first is parked (its client sent again
+// before the first's hold ended) does not answer the first call for all its
+// other sessions: each call is answered at the end of its own hold, each
+// with the session. (Behind a proxy, a call of thousands of sessions was
+// answered at once whenever one of them renewed early, and all of them
+// sent again.) A third call of the session answers the first at once;
+// invalidations still answer the session's first call at once.
+func TestKeepAliveManyEarlySessionLeavesOthersParked(t *testing.T) {
+	clk := session.NewManualClock(unitStart)
+	lt := newUnitLeases(t, clk, &fakeStall{})
+	addSessions(lt, clk.Now(), 4, unitTTL)
+	hold := session.KeepAliveManyHold(unitTTL)
+	var a, b, c replies
+	lt.keepAliveMany(&a, 1, "p", entries(1, 2, 3))
+	clk.Advance(hold / 2)
+	lt.keepAliveMany(&b, 2, "p", entries(1, 4))
+	if n := len(a.all()); n != 0 {
+		t.Fatalf("the first call was answered when one of its sessions renewed again: %+v", a.all())
+	}
+	clk.Advance(hold / 2)
+	if got := sessionsOf(manyReply(t, &a, 1)); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("the first call answers %v at its hold, want [1 2 3]", got)
+	}
+	if n := len(b.all()); n != 0 {
+		t.Fatalf("the second call was answered with the first: %+v", b.all())
+	}
+	// Session 1 is now parked on the second call only: an invalidation
+	// answers that call at once, with the invalidation for session 1.
+	if _, _, ok := lt.invalidate(1, []string{"/ls/c/f"}); !ok {
+		t.Fatal("invalidate: session 1 has no lease")
+	}
+	rep := manyReply(t, &b, 2)
+	if got := sessionsOf(rep); !slices.Equal(got, []uint64{1, 4}) {
+		t.Fatalf("the second call answers %v on an invalidation, want [1 4]", got)
+	}
+	if inv := rep.Sessions[0].Reply.Invalidations; len(inv) != 1 {
+		t.Fatalf("session 1's result carries invalidations %v, want /ls/c/f", inv)
+	}
+	// Three calls of a session at once: the earliest is answered.
+	var d, e replies
+	lt.keepAliveMany(&c, 3, "p", entries(2, 3))
+	lt.keepAliveMany(&d, 4, "p", entries(2))
+	lt.keepAliveMany(&e, 5, "p", entries(2))
+	if got := sessionsOf(manyReply(t, &c, 3)); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("a third call of session 2: the first answers %v, want [2 3]", got)
+	}
+	if len(d.all())+len(e.all()) != 0 {
+		t.Fatalf("the later calls were answered early: %+v %+v", d.all(), e.all())
+	}
+	// Both keep the session alive, each answered at its hold.
+	clk.Advance(hold)
+	if got := sessionsOf(manyReply(t, &d, 4)); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("the second of three answers %v, want [2]", got)
+	}
+	if got := sessionsOf(manyReply(t, &e, 5)); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("the third of three answers %v, want [2]", got)
+	}
+}

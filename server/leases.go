@@ -111,6 +111,12 @@ type lease struct {
 	// credited: stalls up to this time have been given back to the lease.
 	credited time.Time
 	poll     *poll
+	// poll2 is a later KeepAliveMany's poll that renewed the session while
+	// poll, an earlier KeepAliveMany's, was parked (its client sent again
+	// before that hold ended): each call is answered at its own time, so
+	// one session's early KeepAlive does not answer every other session of
+	// the earlier call at once (keepAliveMany).
+	poll2 *poll
 
 	// Invalidations sent (or to send) and not yet acknowledged; writers
 	// wait on their channels.
@@ -264,10 +270,12 @@ func (t *leaseTable) clearLocked() []*poll {
 	for id, l := range t.m {
 		l.releaseLocked()
 		t.flushedLocked(l)
-		if p := l.poll; p != nil && !p.answered { // a KeepAliveMany's poll once
-			p.answered = true
-			p.timer.Stop()
-			parked = append(parked, p)
+		for _, p := range []*poll{l.poll, l.poll2} {
+			if p != nil && !p.answered { // a KeepAliveMany's poll once
+				p.answered = true
+				p.timer.Stop()
+				parked = append(parked, p)
+			}
 		}
 		t.deleteLocked(id)
 	}
@@ -285,9 +293,13 @@ func (t *leaseTable) remove(id uint64) {
 	}
 	l.releaseLocked()
 	t.flushedLocked(l)
-	p := l.poll
+	p, p2 := l.poll, l.poll2
 	t.deleteLocked(id)
 	t.sizedLocked()
+	var many2 earlyReply
+	if p2 != nil { // a later KeepAliveMany's: answered as a KeepAliveMany's p below
+		many2 = earlyReply{p: p2, body: t.answerManyLocked(p2)}
+	}
 	var many earlyReply
 	switch {
 	case p == nil:
@@ -303,6 +315,7 @@ func (t *leaseTable) remove(id uint64) {
 	}
 	t.mu.Unlock()
 	many.send()
+	many2.send()
 	if p != nil {
 		p.c.reply(p.reqID, nil, fs.ErrSessionExpired)
 	}
