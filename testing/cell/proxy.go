@@ -240,7 +240,8 @@ func (p *Proxy) DropRequests(drop func(*wire.Request) bool) {
 }
 
 // Count is how many requests of method m have been forwarded to the server
-// (dropped ones are not counted).
+// (dropped ones are not counted). A request is counted before it is sent
+// on, so a call that returned is counted.
 func (p *Proxy) Count(m wire.Method) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -386,11 +387,8 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 			m[req.ID] = sentReq{req, time.Now()}
 		}
 		p.mu.Unlock()
-		out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(frame)), uint32(len(frame)))
-		out = append(out, frame...)
-		if _, err := sc.Write(out); err != nil {
-			return
-		}
+		// Counted before it is forwarded: once the server answers, the
+		// client (and a test reading Count after its call) sees it counted.
 		m := req.Method
 		if m >= wire.MethodCount {
 			m = wire.MethodCount
@@ -398,6 +396,11 @@ func (p *Proxy) upstream(cc, sc net.Conn) {
 		p.mu.Lock()
 		p.counts[m]++
 		p.mu.Unlock()
+		out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(frame)), uint32(len(frame)))
+		out = append(out, frame...)
+		if _, err := sc.Write(out); err != nil {
+			return
+		}
 	}
 }
 
