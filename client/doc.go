@@ -27,8 +27,9 @@
 // backoff for the grace period (45 s) and then reports EventSafe or
 // EventExpired.
 //
-//	Dial ─► connect (discovery.go: Hello to every server at once, the master's
-//	  │      connection kept) ─► CreateSession ─► go keepAliveLoop
+//	Dial ─► connect (discovery.go: Hello to one server at a time, in a random
+//	  │      order, the next after a refusal or 150 ms; the master's connection
+//	  │      kept) ─► CreateSession ─► go keepAliveLoop
 //	  ▼
 //	keepAliveLoop (keepalive.go)            calls (calls.go)
 //	  KeepAlive parked on the master          do: numbered call, acked mark,

@@ -64,10 +64,12 @@ func KeepAliveHold(ttl time.Duration, r *rand.Rand) time.Duration {
 // KeepAlives of many sessions sharing a connection) before it answers: a
 // fifth of the shortest TTL among them, without jitter. It is well under
 // the shortest RenewInterval (a third less 20 %), so the call is
-// answered before any of its sessions sends its next KeepAlive — which
-// would answer the call at once for all of them, and, sessions sending at
-// their own jittered times, break one call per connection into many small
-// ones. Sessions answered together renew together: one call per hold.
+// answered before any of its sessions sends its next KeepAlive: sessions
+// answered together renew together, one call per hold. One that sends
+// early anyway (a proxy's client, whose own KeepAlive the proxy forwards
+// in a later call) renews in that later call and leaves this one parked
+// for the others (server lease.poll2); it used to answer the call at once
+// for all of them, breaking one call per connection into many small ones.
 func KeepAliveManyHold(shortestTTL time.Duration) time.Duration {
 	return shortestTTL / 5
 }

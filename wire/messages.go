@@ -149,7 +149,8 @@ type KeepAliveReply struct {
 // checked as a KeepAlive of that session would be. The master holds the
 // call until any of the sessions has something to deliver, one of them is
 // urgent, or the hold (a fifth of the shortest TTL) ends, and then answers
-// every session of the call at once.
+// every session of the call at once. A session named again by a later call
+// while this one is parked is answered by both, each at its own time.
 type KeepAliveManyArgs struct {
 	Sessions []KeepAliveEntry `msgpack:"ss"`
 }

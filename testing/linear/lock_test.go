@@ -386,7 +386,14 @@ func TestLockModelSimulated(t *testing.T) {
 		for range n {
 			s.step()
 		}
-		if res, info := checkLock(s.ops); res != porcupine.Ok {
+		res, info := checkLock(s.ops)
+		if res == porcupine.Unknown {
+			// The search timed out (a history with many pending
+			// operations, on a machine busy with the rest of the suite):
+			// no verdict either way, as in TestLockModelPruningKeepsVerdicts.
+			rt.Skipf("porcupine found no verdict on this history of %d operations within its timeout", len(s.ops))
+		}
+		if res != porcupine.Ok {
 			rt.Fatalf("a reference history is %s:\n%s%s", res, strings.Join(s.log, "\n"), Window(LockModel, s.ops, info))
 		}
 	})
