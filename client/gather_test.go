@@ -88,3 +88,49 @@ func TestGatherUrgentGoesAtOnce(t *testing.T) {
 		t.Fatal("session 7's second KeepAlive after one reply was urgent again")
 	}
 }
+
+// TestSplitKeepAlivesByEpochAndUrgency: a gathered batch goes as one call
+// per master epoch and urgency, none over MaxKeepAliveMany sessions; the
+// urgent KeepAlives of a client just back do not ride with ordinary ones,
+// which the master would then answer at once too.
+func TestSplitKeepAlivesByEpochAndUrgency(t *testing.T) {
+	var q []*kaWaiter
+	add := func(n int, epoch uint64, urgent bool) {
+		for range n {
+			w := waiterOf(uint64(len(q)+1), urgent)
+			w.epoch = epoch
+			q = append(q, w)
+		}
+	}
+	add(3, 1, false)
+	add(2, 1, true)
+	add(wire.MaxKeepAliveMany+1, 2, false)
+	add(1, 1, false)
+	gone := waiterOf(99999, true) // its Client stopped waiting
+	gone.epoch = 1
+	gone.answered.Store(true)
+	q = append(q, gone)
+	type shape struct {
+		epoch  uint64
+		urgent bool
+		n      int
+	}
+	var got []shape
+	for _, c := range splitKeepAlives(q) {
+		for _, w := range c.ws {
+			if w.epoch != c.epoch || w.entry.Urgent != c.ws[0].entry.Urgent {
+				t.Fatalf("a call for epoch %d mixes %+v", c.epoch, w.entry)
+			}
+		}
+		got = append(got, shape{c.epoch, c.ws[0].entry.Urgent, len(c.ws)})
+	}
+	want := []shape{{1, false, 4}, {1, true, 2}, {2, false, wire.MaxKeepAliveMany}, {2, false, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("calls %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("calls %+v, want %+v", got, want)
+		}
+	}
+}

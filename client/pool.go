@@ -397,36 +397,47 @@ func (b *kaBatcher) gather(g gathering, first time.Time) []*kaWaiter {
 	}
 }
 
-// flushKeepAlives sends the batch begun at first once gathered: one
-// KeepAliveMany per master epoch, urgency and MaxKeepAliveMany sessions.
-// Urgent entries go apart: the master answers a call with one at once, and
-// would answer the others of the call with it, which then send again.
+// flushKeepAlives sends the batch begun at first once gathered, in the
+// calls splitKeepAlives makes of it.
 func (t *transport) flushKeepAlives(first time.Time) {
-	q := t.ka.gather(t.pool.gather, first)
+	for _, c := range splitKeepAlives(t.ka.gather(t.pool.gather, first)) {
+		go t.sendKeepAlives(c.epoch, c.ws)
+	}
+}
+
+// keepAliveCall is one KeepAliveMany to send: KeepAlives for the master
+// of epoch.
+type keepAliveCall struct {
+	epoch uint64
+	ws    []*kaWaiter
+}
+
+// splitKeepAlives makes the calls of a gathered batch: one KeepAliveMany
+// per master epoch, urgency and MaxKeepAliveMany sessions, in the order
+// the batch met them; KeepAlives whose Client stopped waiting are left
+// out. Urgent ones go apart: the master answers a call with one at once,
+// and would answer the others of the call with it, which then send again.
+func splitKeepAlives(q []*kaWaiter) []keepAliveCall {
 	type key struct {
 		epoch  uint64
 		urgent bool
 	}
-	batches := map[key][]*kaWaiter{}
-	var keys []key
+	open := map[key]int{} // the call each key fills, by index in calls
+	var calls []keepAliveCall
 	for _, w := range q {
 		if w.answered.Load() { // its Client stopped waiting
 			continue
 		}
 		k := key{w.epoch, w.entry.Urgent}
-		b, ok := batches[k]
-		if !ok {
-			keys = append(keys, k)
+		i, ok := open[k]
+		if !ok || len(calls[i].ws) == wire.MaxKeepAliveMany {
+			i = len(calls)
+			open[k] = i
+			calls = append(calls, keepAliveCall{epoch: w.epoch})
 		}
-		if len(b) == wire.MaxKeepAliveMany {
-			go t.sendKeepAlives(k.epoch, b)
-			b = nil
-		}
-		batches[k] = append(b, w)
+		calls[i].ws = append(calls[i].ws, w)
 	}
-	for _, k := range keys {
-		go t.sendKeepAlives(k.epoch, batches[k])
-	}
+	return calls
 }
 
 // keepAliveTimeout bounds a KeepAliveMany's wait: far over the longest hold
