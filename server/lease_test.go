@@ -167,7 +167,13 @@ func TestMasterStallDoesNotMassExpire(t *testing.T) {
 	// One fresh TTL: a millisecond before it ends everyone is alive; at its
 	// end the still-silent raw sessions expire (punctual timers now), while
 	// the client, which kept renewing, stays.
+	kas = p.Count(wire.MKeepAlive)
 	clk.Advance(ttl - time.Millisecond)
+	// The client's parked KeepAlive was answered within that advance; its
+	// next one (the client runs on real time) must reach the master before
+	// the last millisecond of the TTL passes, or the client expires too.
+	wait.For(t, 0, "the client's KeepAlive within the fresh TTL", func() bool { return p.Count(wire.MKeepAlive) > kas })
+	waitParked(t, c, 1, "within the fresh TTL")
 	barrier(t, c)
 	if got := c.Status().Sessions; got != before.Sessions {
 		t.Fatalf("%d sessions expired before the fresh TTL ended", before.Sessions-got)
