@@ -156,8 +156,8 @@ type manyDue struct {
 
 // renewLocked is what a KeepAlive of lease l does before it parks: it
 // frees the writers waiting for the invalidations acknowledged up to
-// ackInval, extends the lease from now, and takes the
-// session's parked poll to be answered at once (returned).
+// ackInval, extends the lease from now, and takes the session's parked
+// poll to be answered at once (returned).
 func (t *leaseTable) renewLocked(l *lease, now time.Time, ackInval uint64) earlyReply {
 	t.renewOnlyLocked(l, now, ackInval)
 	return t.takePollLocked(l)
