@@ -33,23 +33,24 @@ cell3_start
 cell3_wait_master
 "$BIN/chubbybench" sessions -cell $CELL -clients "$CLIENTS" -conns "$CONNS" -ttl 12s -duration $(( ${SETTLE:-10} + 50 ))s -quiet ${BENCH_FLAGS:-} > "$W/sessions.out" 2>&1 &
 PID[sessions]=$!
+# mfig PORT NAME: the value of metric NAME on the server with HTTP port PORT.
+mfig() { curl -sf "127.0.0.1:$1/metrics" | awk -v k="$2" '$1 == k {print $2}'; }
 for t in $(seq 1 600); do
-  n=$(curl -sf 127.0.0.1:${M#* }/metrics | awk '/^chubby_sessions / {print $2}')
+  n=$(mfig ${M#* } chubby_sessions)
   [ "${n%.*}" -ge "$CLIENTS" ] && break
   sleep 1
 done
-mfig() { curl -sf 127.0.0.1:${M#* }/metrics | awk -v k="$1" '$1 == k {print $2}'; }
-cpu0=$(mfig process_cpu_seconds_total); t0=$(date +%s.%N)
+cpu0=$(mfig ${M#* } process_cpu_seconds_total); t0=$(date +%s.%N)
 SETTLE=${SETTLE:-10}
 PRE=0; [ "$SETTLE" -gt 20 ] && PRE=$((SETTLE - 10)) # a long hold: the writer joins 10 s before the kill
 sleep "$PRE"
-cpu1=$(mfig process_cpu_seconds_total); t1=$(date +%s.%N); rss=$(mfig process_resident_memory_bytes)
+cpu1=$(mfig ${M#* } process_cpu_seconds_total); t1=$(date +%s.%N); rss=$(mfig ${M#* } process_resident_memory_bytes)
 [ "$PRE" -gt 0 ] || { cpu1=""; rss=""; } # too short a hold to report
 "$BIN/chubbybench" write -cell $CELL -clients 1 -duration $(( SETTLE - PRE + 20 ))s -warmup 1s -quiet > "$W/write.out" 2>&1 &
 PID[write]=$!
 sleep $(( SETTLE - PRE )) # the sessions renewing steadily before the kill
 [ "$(cell3_master)" = "$M" ] || { echo "the master changed before the kill" >&2; exit 1; }
-held=$(mfig chubby_sessions); expired0=$(mfig chubby_sessions_expired_total)
+held=$(mfig ${M#* } chubby_sessions); expired0=$(mfig ${M#* } chubby_sessions_expired_total)
 kill -9 "${PID[${M% *}]}"
 echo "killed the master ${M% *} at $(date +%T.%N)" >&2
 if [ -n "${QUIT_AFTER:-}" ]; then # diagnosis: the load tool's goroutines, QUIT_AFTER s after the kill
@@ -58,7 +59,7 @@ fi
 # The new master's view of the sessions coming back, once a second.
 cell3_sample "$W/newmaster.metrics" 25
 wait "${PID[write]}" || true
-expired=$( [ -n "$N" ] && curl -sf 127.0.0.1:${N#* }/metrics | awk '/^chubby_sessions_expired_total / {print $2}')
+expired=$( [ -n "$N" ] && mfig ${N#* } chubby_sessions_expired_total)
 wait "${PID[sessions]}" || true
 fig() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
 echo "RESULT sessions=$CLIENTS lost=$(fig sessions_lost $W/sessions.out) expired_on_master=${expired:-?} write_max_ms=$(fig max_ms $W/write.out) write_errors=$(fig errors $W/write.out) master_cpu_cores=$(awk -v a="$cpu0" -v b="$cpu1" -v s="$t0" -v e="$t1" 'BEGIN {if (b == "") print "?"; else printf "%.3f", (b-a)/(e-s)}') master_rss_mb=$(awk -v r="$rss" 'BEGIN {if (r == "") print "?"; else printf "%.0f", r/1048576}') sessions_at_kill=$held expired_before_kill=$expired0 creates_per_s=$(fig creates_per_s $W/sessions.out)"
