@@ -479,8 +479,10 @@ func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 	t.mu.Unlock()
 	// pushEvents runs on raft's apply goroutine: never write to a client's
 	// socket there. The reply is built (in order) above; only the send is
-	// left to a goroutine.
+	// left to another goroutine: a kept worker's, whose stack has already
+	// grown to what encoding and sending take (a new goroutine per send
+	// grew and copied its stack on every event).
 	if p.p != nil {
-		go p.send()
+		t.goSend(p.send)
 	}
 }

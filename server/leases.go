@@ -31,6 +31,9 @@ type leaseTable struct {
 	log     hclog.Logger
 	stall   stallDetector
 	metrics leaseMetrics
+	// sendOn, if set, runs the sends of event replies (goSend); set once
+	// before the table is used.
+	sendOn func(func())
 
 	mu sync.Mutex
 	m  map[uint64]*lease
@@ -133,6 +136,16 @@ type lease struct {
 	// which told this one nothing. Writes wait for it as for an
 	// unacknowledged invalidation of everything (Chubby §2.9, failover).
 	unflushed chan struct{}
+}
+
+// goSend runs a reply's send on another goroutine: the server's worker
+// pool's if it gave one (sendOn), else a new goroutine.
+func (t *leaseTable) goSend(f func()) {
+	if t.sendOn != nil {
+		t.sendOn(f)
+		return
+	}
+	go f()
 }
 
 func newLeaseTable(clock session.Clock, log hclog.Logger, stall stallDetector, m leaseMetrics) *leaseTable {

@@ -134,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
 	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,
 		m.lease())
+	s.leases.sendOn = s.workers.run
 	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, m.invalWaiting, s.shutdown, cfg.NodeID)
 	s.watches = newWatchTable(s.leases, m.events)
 	s.watches.fills = s.admitFills

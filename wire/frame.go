@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/chubby-dev/chubby/internal/mp"
 )
 
 // MaxFrame is the largest frame either side accepts: the content limit plus
@@ -77,28 +77,30 @@ const eagerFrame = 64 << 10
 
 // AppendFrame appends v as one frame to dst.
 func AppendFrame(dst []byte, v any) ([]byte, error) {
-	body, err := msgpack.Marshal(v)
+	start := len(dst)
+	out, err := mp.Append(append(dst, 0, 0, 0, 0), v)
 	if err != nil {
 		return dst, err
 	}
-	if len(body) > MaxFrame {
-		return dst, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, len(body), MaxFrame)
+	n := len(out) - start - 4
+	if n > MaxFrame {
+		return dst, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, MaxFrame)
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
-	return append(dst, body...), nil
+	binary.BigEndian.PutUint32(out[start:], uint32(n))
+	return out, nil
 }
 
-// unmarshal decodes untrusted bytes with a decoder of its own: the pooled
-// decoders of msgpack.Unmarshal keep the buffers a hostile length prefix
-// made them grow, and the pool then holds gigabytes (found by fuzzing).
-//
-// checkShape runs first, so a message's nesting and claimed sizes are
-// bounded before the decoder allocates for them.
+// unmarshal decodes untrusted bytes. checkShape runs first, so a
+// message's nesting and claimed sizes are bounded before the decoder
+// allocates for them; the decoder is one of internal/mp's, pooled only for
+// small inputs (msgpack.Unmarshal's pooled decoders keep the buffers a
+// hostile length prefix made them grow, and its pool then held gigabytes:
+// found by fuzzing).
 func unmarshal(b []byte, v any) error {
 	if err := checkShape(b); err != nil {
 		return err
 	}
-	return msgpack.NewDecoder(bytes.NewReader(b)).Decode(v)
+	return mp.Decode(b, v)
 }
 
 // DecodeRequest parses a frame body into a Request.
@@ -123,4 +125,4 @@ func DecodeResponse(b []byte) (*Response, error) {
 func Unmarshal(b []byte, v any) error { return unmarshal(b, v) }
 
 // Marshal encodes a call's body.
-func Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
+func Marshal(v any) ([]byte, error) { return mp.Append(nil, v) }
