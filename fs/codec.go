@@ -5,21 +5,24 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Hand-written msgpack codecs of Stat and Sequencer, which ride on every
-// lock call, read reply and event (internal/mp says why). They write what
-// the reflective codec writes for the struct tags; snapshots written with
-// either read back with either (codec_test.go).
+// Hand-written msgpack codecs of Stat, Sequencer and the log's commands,
+// which ride on every lock call, read reply, event and log entry
+// (internal/mp says why). They write the bytes the reflective codec writes
+// for the struct tags, so logs and snapshots are those earlier builds
+// wrote (codec_test.go).
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (s Stat) EncodeMsgpack(e *msgpack.Encoder) error {
-	w := mp.Enc{E: e}
+	w := mp.Enc{E: e, Fixed: true}
 	w.Map(9 + mp.Count(s.Owner != 0))
 	w.Uint("i", s.Instance)
 	w.Uint("cg", s.ContentGen)
 	w.Uint("lg", s.LockGen)
 	w.Uint("ag", s.ACLGen)
 	w.Uint("ck", s.Checksum)
-	w.Int("sz", int64(s.Size))
+	if w.Key("sz") {
+		w.Err = e.EncodeInt(int64(s.Size)) // msgpack writes an int compact
+	}
 	w.Bool("dir", s.IsDir)
 	w.Bool("eph", s.Ephemeral)
 	if s.Owner != 0 {
@@ -62,10 +65,10 @@ func (s *Stat) DecodeMsgpack(d *msgpack.Decoder) error {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (s Sequencer) EncodeMsgpack(e *msgpack.Encoder) error {
-	w := mp.Enc{E: e}
+	w := mp.Enc{E: e, Fixed: true}
 	w.Map(3)
 	w.Str("p", s.Path)
-	w.Uint("m", uint64(s.Mode))
+	w.Uint8("m", uint8(s.Mode))
 	w.Uint("g", s.Gen)
 	return w.Err
 }
@@ -87,4 +90,86 @@ func (s *Sequencer) DecodeMsgpack(d *msgpack.Decoder) error {
 		}
 		return true, err
 	})
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder: the fields in the
+// struct's order, each omitempty one left out when zero (a Sequencer or
+// ACL when nil or IsZero, as msgpack leaves out a zero value's pointer).
+func (f *flatCommand) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := mp.Enc{E: e, Fixed: true}
+	w.Map(2 + mp.Count(f.Session != 0, f.Path != "", f.Instance != 0, len(f.Data) > 0, f.IsDir, f.Ephemeral,
+		f.Create, f.Exclusive, f.CAS, f.Gen != 0, f.Seq != nil && !f.Seq.IsZero(), f.Mode != 0, f.Wait, f.WaitID != 0, f.LockDelay != 0,
+		f.TTL != 0, f.Expired, f.CallID != 0, f.Acked != 0, f.Nonce != 0, len(f.Secret) > 0, f.Principal != "",
+		f.NoCache, f.Caller != "", f.Admin, f.ACL != nil && !f.ACL.IsZero(), len(f.Names) > 0))
+	w.Uint8("o", uint8(f.Op))
+	w.Int("t", f.Now)
+	if f.Session != 0 {
+		w.Uint("s", f.Session)
+	}
+	if f.Path != "" {
+		w.Str("p", f.Path)
+	}
+	if f.Instance != 0 {
+		w.Uint("i", f.Instance)
+	}
+	if len(f.Data) > 0 {
+		w.Bytes("d", f.Data)
+	}
+	flag := func(k string, v bool) {
+		if v {
+			w.Bool(k, true)
+		}
+	}
+	flag("dir", f.IsDir)
+	flag("eph", f.Ephemeral)
+	flag("c", f.Create)
+	flag("x", f.Exclusive)
+	flag("cas", f.CAS)
+	if f.Gen != 0 {
+		w.Uint("g", f.Gen)
+	}
+	if f.Seq != nil && !f.Seq.IsZero() && w.Key("seq") {
+		w.Err = f.Seq.EncodeMsgpack(e)
+	}
+	if f.Mode != 0 {
+		w.Uint8("m", uint8(f.Mode))
+	}
+	flag("w", f.Wait)
+	if f.WaitID != 0 {
+		w.Uint("wid", f.WaitID)
+	}
+	if f.LockDelay != 0 {
+		w.Int("ld", f.LockDelay)
+	}
+	if f.TTL != 0 {
+		w.Int("ttl", f.TTL)
+	}
+	flag("exp", f.Expired)
+	if f.CallID != 0 {
+		w.Uint("cid", f.CallID)
+	}
+	if f.Acked != 0 {
+		w.Uint("ack", f.Acked)
+	}
+	if f.Nonce != 0 {
+		w.Uint("nc", f.Nonce)
+	}
+	if len(f.Secret) > 0 {
+		w.Bytes("sk", f.Secret)
+	}
+	if f.Principal != "" {
+		w.Str("pr", f.Principal)
+	}
+	flag("ncache", f.NoCache)
+	if f.Caller != "" {
+		w.Str("cl", f.Caller)
+	}
+	flag("adm", f.Admin)
+	if f.ACL != nil && !f.ACL.IsZero() && w.Key("acl") {
+		w.Err = e.Encode(f.ACL) // rare (Create with ACLs, SetACL): msgpack's own
+	}
+	if len(f.Names) > 0 {
+		w.Strs("nm", f.Names)
+	}
+	return w.Err
 }

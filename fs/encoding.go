@@ -3,6 +3,8 @@ package fs
 import (
 	"bytes"
 
+	"github.com/chubby-dev/chubby/internal/mp"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -135,7 +137,7 @@ func (c *Command) Encode() ([]byte, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	return msgpack.Marshal(c.flatten())
+	return mp.Append(nil, c.flatten())
 }
 
 // DecodeCommand parses a log entry. It rejects trailing garbage and unknown ops.

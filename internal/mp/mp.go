@@ -9,9 +9,10 @@
 // hand-written codecs write and read the same encoding — a map keyed by
 // each field's msgpack tag, omitempty fields left out when empty — so
 // either side may use either codec, and unknown keys are skipped as the
-// reflective decoder skips them. Integers are written in their smallest
-// form (the reflective encoder writes a uint64 field in nine bytes);
-// every msgpack decoder reads both.
+// reflective decoder skips them. Messages write integers in their
+// smallest form (the reflective encoder writes a uint64 field in nine
+// bytes; every msgpack decoder reads both); what is stored writes them as
+// the reflective encoder does (Enc.Fixed), byte for byte.
 package mp
 
 import (
@@ -27,6 +28,10 @@ import (
 type Enc struct {
 	E   *msgpack.Encoder
 	Err error
+	// Fixed writes integers at their type's width, as the reflective
+	// encoder does (uint64 in nine bytes): for what is stored (log entries,
+	// snapshots), so that a build writes the bytes earlier builds wrote.
+	Fixed bool
 }
 
 // Map starts a map of n entries.
@@ -44,18 +49,40 @@ func (w *Enc) Key(k string) bool {
 	return w.Err == nil
 }
 
-// Uint writes k: v.
+// Uint writes k: v, a uint64.
 func (w *Enc) Uint(k string, v uint64) {
-	if w.Key(k) {
-		w.Err = w.E.EncodeUint(v)
+	if !w.Key(k) {
+		return
 	}
+	if w.Fixed {
+		w.Err = w.E.EncodeUint64(v)
+		return
+	}
+	w.Err = w.E.EncodeUint(v)
 }
 
-// Int writes k: v.
-func (w *Enc) Int(k string, v int64) {
-	if w.Key(k) {
-		w.Err = w.E.EncodeInt(v)
+// Uint8 writes k: v, a uint8.
+func (w *Enc) Uint8(k string, v uint8) {
+	if !w.Key(k) {
+		return
 	}
+	if w.Fixed {
+		w.Err = w.E.EncodeUint8(v)
+		return
+	}
+	w.Err = w.E.EncodeUint(uint64(v))
+}
+
+// Int writes k: v, an int64.
+func (w *Enc) Int(k string, v int64) {
+	if !w.Key(k) {
+		return
+	}
+	if w.Fixed {
+		w.Err = w.E.EncodeInt64(v)
+		return
+	}
+	w.Err = w.E.EncodeInt(v)
 }
 
 // Bool writes k: v.
