@@ -29,7 +29,10 @@ type transport struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan *wire.Response
-	err     error
+	// async holds the calls answered by a callback on the reader
+	// (callAsync) instead of a waiting goroutine.
+	async map[uint64]func(*wire.Response, error)
+	err   error
 	done    chan struct{}
 
 	// pool shares the transport (nil: a single Client's). refs counts its
@@ -95,7 +98,7 @@ func dialTransport(ctx context.Context, addr string, tlsCfg *tls.Config) (*trans
 		}
 		nc = tc
 	}
-	t := &transport{addr: addr, nc: nc, w: wire.NewFrameWriter(nc, 10*time.Second), pending: map[uint64]chan *wire.Response{}, done: make(chan struct{})}
+	t := &transport{addr: addr, nc: nc, w: wire.NewFrameWriter(nc, 10*time.Second), pending: map[uint64]chan *wire.Response{}, async: map[uint64]func(*wire.Response, error){}, done: make(chan struct{})}
 	go t.readLoop()
 	return t, nil
 }
@@ -152,10 +155,15 @@ func (c *transport) readLoop() {
 		c.mu.Lock()
 		ch, ok := c.pending[resp.ID]
 		delete(c.pending, resp.ID)
+		fn := c.async[resp.ID]
+		delete(c.async, resp.ID)
 		c.mu.Unlock()
-		if ok {
+		switch {
+		case ok:
 			ch <- resp
-		} else if resp.ID == 0 && resp.Code != "" {
+		case fn != nil:
+			fn(resp, nil)
+		case resp.ID == 0 && resp.Code != "":
 			c.fail(fmt.Errorf("%w: server: %s", errConnLost, resp.Error))
 			return
 		}
@@ -170,13 +178,16 @@ func (c *transport) fail(err error) {
 		return
 	}
 	c.err = err
-	pending := c.pending
-	c.pending = nil
+	pending, async := c.pending, c.async
+	c.pending, c.async = nil, nil
 	close(c.done)
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, ch := range pending {
 		ch <- &wire.Response{Code: "conn", Error: err.Error()}
+	}
+	for _, fn := range async {
+		fn(nil, fmt.Errorf("%w: %s", errConnLost, err.Error())) // as a waiting call's "conn" answer reads
 	}
 }
 
@@ -254,24 +265,76 @@ func (c *transport) callNumbered(ctx context.Context, viewDone <-chan struct{}, 
 	}
 	select {
 	case resp := <-ch:
-		if resp.Code == "conn" {
-			return fmt.Errorf("%w: %s", errConnLost, resp.Error)
-		}
-		if err := resp.Err(); err != nil {
-			return err
-		}
-		if reply != nil && len(resp.Body) > 0 {
-			if err := wire.Unmarshal(resp.Body, reply); err != nil {
-				return fmt.Errorf("%w: decode %s reply: %v", fs.ErrBadRequest, m, err)
-			}
-		}
-		return nil
+		return responseInto(m, resp, reply)
 	case <-ctx.Done():
 		c.forget(id)
 		return ctx.Err()
 	case <-viewDone:
 		c.forget(id)
 		return fmt.Errorf("%w: connection closed by client", errConnLost)
+	}
+}
+
+// responseInto is the outcome of call m: its error, or nil with its
+// reply decoded into reply.
+func responseInto(m wire.Method, resp *wire.Response, reply any) error {
+	if resp.Code == "conn" {
+		return fmt.Errorf("%w: %s", errConnLost, resp.Error)
+	}
+	if err := resp.Err(); err != nil {
+		return err
+	}
+	if reply != nil && len(resp.Body) > 0 {
+		if err := wire.Unmarshal(resp.Body, reply); err != nil {
+			return fmt.Errorf("%w: decode %s reply: %v", fs.ErrBadRequest, m, err)
+		}
+	}
+	return nil
+}
+
+// callAsync sends one request and hands its response to done, called once:
+// on the connection's reader when the response arrives (done must not
+// block), or with an error and no response when the request cannot be
+// sent, the connection fails or ctx ends first. No goroutine waits for the
+// answer: a Client's KeepAlive, parked on the master most of the time,
+// costs none.
+func (c *transport) callAsync(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, args any, done func(*wire.Response, error)) {
+	body, err := wire.Marshal(args)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		done(nil, err)
+		return
+	}
+	c.nextID++
+	id := c.nextID
+	var stop func() bool
+	c.async[id] = func(resp *wire.Response, err error) {
+		stop()
+		done(resp, err)
+	}
+	// Set under c.mu: the callback is found, and so called, only under it.
+	stop = context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		_, waiting := c.async[id]
+		delete(c.async, id)
+		c.mu.Unlock()
+		if waiting {
+			done(nil, ctx.Err())
+		}
+	})
+	c.mu.Unlock()
+	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Body: body})
+	if err == nil {
+		err = c.w.Write(frame)
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}
 }
 

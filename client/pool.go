@@ -294,11 +294,13 @@ func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
 // call of its own (a Client's loop ends its view when it stops).
 func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error)) {
 	if c.t.pool == nil {
-		go func() {
+		c.t.callAsync(ctx, wire.MKeepAlive, epoch, sess, args, func(resp *wire.Response, err error) {
 			var rep wire.KeepAliveReply
-			err := c.call(ctx, wire.MKeepAlive, epoch, sess, args, &rep)
+			if err == nil {
+				err = responseInto(wire.MKeepAlive, resp, &rep)
+			}
 			deliver(rep, err)
-		}()
+		})
 		return
 	}
 	w := &kaWaiter{view: c, epoch: epoch, deliver: deliver,
