@@ -33,7 +33,7 @@ type transport struct {
 	// (callAsync) instead of a waiting goroutine.
 	async map[uint64]func(*wire.Response, error)
 	err   error
-	done    chan struct{}
+	done  chan struct{}
 
 	// pool shares the transport (nil: a single Client's). refs counts its
 	// views and retired is set once a Client dropped it as failing: no new
