@@ -25,9 +25,7 @@ func (s Stat) EncodeMsgpack(e *msgpack.Encoder) error {
 	}
 	w.Bool("dir", s.IsDir)
 	w.Bool("eph", s.Ephemeral)
-	if s.Owner != 0 {
-		w.Uint("own", s.Owner)
-	}
+	w.UintOmit("own", s.Owner)
 	w.Int("mt", s.Mtime)
 	return w.Err
 }
@@ -103,68 +101,35 @@ func (f *flatCommand) EncodeMsgpack(e *msgpack.Encoder) error {
 		f.NoCache, f.Caller != "", f.Admin, f.ACL != nil && !f.ACL.IsZero(), len(f.Names) > 0))
 	w.Uint8("o", uint8(f.Op))
 	w.Int("t", f.Now)
-	if f.Session != 0 {
-		w.Uint("s", f.Session)
-	}
-	if f.Path != "" {
-		w.Str("p", f.Path)
-	}
-	if f.Instance != 0 {
-		w.Uint("i", f.Instance)
-	}
-	if len(f.Data) > 0 {
-		w.Bytes("d", f.Data)
-	}
-	flag := func(k string, v bool) {
-		if v {
-			w.Bool(k, true)
-		}
-	}
-	flag("dir", f.IsDir)
-	flag("eph", f.Ephemeral)
-	flag("c", f.Create)
-	flag("x", f.Exclusive)
-	flag("cas", f.CAS)
-	if f.Gen != 0 {
-		w.Uint("g", f.Gen)
-	}
+	w.UintOmit("s", f.Session)
+	w.StrOmit("p", f.Path)
+	w.UintOmit("i", f.Instance)
+	w.BytesOmit("d", f.Data)
+	w.BoolOmit("dir", f.IsDir)
+	w.BoolOmit("eph", f.Ephemeral)
+	w.BoolOmit("c", f.Create)
+	w.BoolOmit("x", f.Exclusive)
+	w.BoolOmit("cas", f.CAS)
+	w.UintOmit("g", f.Gen)
 	if f.Seq != nil && !f.Seq.IsZero() && w.Key("seq") {
 		w.Err = f.Seq.EncodeMsgpack(e)
 	}
 	if f.Mode != 0 {
 		w.Uint8("m", uint8(f.Mode))
 	}
-	flag("w", f.Wait)
-	if f.WaitID != 0 {
-		w.Uint("wid", f.WaitID)
-	}
-	if f.LockDelay != 0 {
-		w.Int("ld", f.LockDelay)
-	}
-	if f.TTL != 0 {
-		w.Int("ttl", f.TTL)
-	}
-	flag("exp", f.Expired)
-	if f.CallID != 0 {
-		w.Uint("cid", f.CallID)
-	}
-	if f.Acked != 0 {
-		w.Uint("ack", f.Acked)
-	}
-	if f.Nonce != 0 {
-		w.Uint("nc", f.Nonce)
-	}
-	if len(f.Secret) > 0 {
-		w.Bytes("sk", f.Secret)
-	}
-	if f.Principal != "" {
-		w.Str("pr", f.Principal)
-	}
-	flag("ncache", f.NoCache)
-	if f.Caller != "" {
-		w.Str("cl", f.Caller)
-	}
-	flag("adm", f.Admin)
+	w.BoolOmit("w", f.Wait)
+	w.UintOmit("wid", f.WaitID)
+	w.IntOmit("ld", f.LockDelay)
+	w.IntOmit("ttl", f.TTL)
+	w.BoolOmit("exp", f.Expired)
+	w.UintOmit("cid", f.CallID)
+	w.UintOmit("ack", f.Acked)
+	w.UintOmit("nc", f.Nonce)
+	w.BytesOmit("sk", f.Secret)
+	w.StrOmit("pr", f.Principal)
+	w.BoolOmit("ncache", f.NoCache)
+	w.StrOmit("cl", f.Caller)
+	w.BoolOmit("adm", f.Admin)
 	if f.ACL != nil && !f.ACL.IsZero() && w.Key("acl") {
 		w.Err = e.Encode(f.ACL) // rare (Create with ACLs, SetACL): msgpack's own
 	}

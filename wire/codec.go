@@ -20,15 +20,9 @@ func (r Request) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.Uint("m", uint64(r.Method))
 	w.Uint("e", r.Epoch)
 	w.Uint("s", r.Session)
-	if r.Call != 0 {
-		w.Uint("c", r.Call)
-	}
-	if r.Acked != 0 {
-		w.Uint("a", r.Acked)
-	}
-	if len(r.Secret) > 0 {
-		w.Bytes("k", r.Secret)
-	}
+	w.UintOmit("c", r.Call)
+	w.UintOmit("a", r.Acked)
+	w.BytesOmit("k", r.Secret)
 	w.Raw("b", r.Body)
 	return w.Err
 }
@@ -67,12 +61,8 @@ func (r Response) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := mp.Enc{E: e}
 	w.Map(1 + mp.Count(r.Code != "", r.Error != "", len(r.Body) > 0))
 	w.Uint("id", r.ID)
-	if r.Code != "" {
-		w.Str("c", r.Code)
-	}
-	if r.Error != "" {
-		w.Str("x", r.Error)
-	}
+	w.StrOmit("c", r.Code)
+	w.StrOmit("x", r.Error)
 	if len(r.Body) > 0 {
 		w.Raw("b", r.Body)
 	}
@@ -102,12 +92,8 @@ func (r *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 func (a KeepAliveArgs) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := mp.Enc{E: e}
 	w.Map(mp.Count(a.Urgent, a.AckInval != 0))
-	if a.Urgent {
-		w.Bool("u", true)
-	}
-	if a.AckInval != 0 {
-		w.Uint("ai", a.AckInval)
-	}
+	w.BoolOmit("u", a.Urgent)
+	w.UintOmit("ai", a.AckInval)
 	return w.Err
 }
 
@@ -134,9 +120,7 @@ func (r KeepAliveReply) EncodeMsgpack(e *msgpack.Encoder) error {
 	if len(r.Invalidations) > 0 {
 		w.Strs("inv", r.Invalidations)
 	}
-	if r.InvalSeq != 0 {
-		w.Uint("is", r.InvalSeq)
-	}
+	w.UintOmit("is", r.InvalSeq)
 	if len(r.Events) > 0 && w.Key("ev") {
 		w.Err = e.EncodeArrayLen(len(r.Events))
 		for i := range r.Events {
@@ -146,9 +130,7 @@ func (r KeepAliveReply) EncodeMsgpack(e *msgpack.Encoder) error {
 			w.Err = r.Events[i].EncodeMsgpack(e)
 		}
 	}
-	if r.Dropped != 0 {
-		w.Uint("dr", r.Dropped)
-	}
+	w.UintOmit("dr", r.Dropped)
 	return w.Err
 }
 
@@ -163,7 +145,7 @@ func (r *KeepAliveReply) DecodeMsgpack(d *msgpack.Decoder) error {
 		case "is":
 			r.InvalSeq, err = d.DecodeUint64()
 		case "ev":
-			r.Events, err = decodeEvents(d)
+			r.Events, err = mp.Array(d, decodeEvent)
 		case "dr":
 			r.Dropped, err = d.DecodeUint64()
 		default:
@@ -173,20 +155,10 @@ func (r *KeepAliveReply) DecodeMsgpack(d *msgpack.Decoder) error {
 	})
 }
 
-func decodeEvents(d *msgpack.Decoder) ([]Event, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	evs := make([]Event, 0, min(n, 1024))
-	for i := 0; i < n; i++ {
-		var ev Event
-		if err := ev.DecodeMsgpack(d); err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
+func decodeEvent(d *msgpack.Decoder) (Event, error) {
+	var ev Event
+	err := ev.DecodeMsgpack(d)
+	return ev, err
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -260,16 +232,10 @@ func (a AcquireArgs) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := mp.Enc{E: e}
 	w.Map(3 + mp.Count(a.Instance != 0, a.Wait, a.WaitID != 0))
 	w.Str("p", a.Path)
-	if a.Instance != 0 {
-		w.Uint("i", a.Instance)
-	}
+	w.UintOmit("i", a.Instance)
 	w.Uint("m", uint64(a.Mode))
-	if a.Wait {
-		w.Bool("w", true)
-	}
-	if a.WaitID != 0 {
-		w.Uint("wid", a.WaitID)
-	}
+	w.BoolOmit("w", a.Wait)
+	w.UintOmit("wid", a.WaitID)
 	w.Int("ld", a.LockDelay)
 	return w.Err
 }

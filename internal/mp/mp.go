@@ -137,6 +137,43 @@ func (w *Enc) Strs(k string, v []string) {
 	}
 }
 
+// The omitempty forms: k: v only when v is not zero.
+
+// UintOmit writes k: v unless v is 0.
+func (w *Enc) UintOmit(k string, v uint64) {
+	if v != 0 {
+		w.Uint(k, v)
+	}
+}
+
+// IntOmit writes k: v unless v is 0.
+func (w *Enc) IntOmit(k string, v int64) {
+	if v != 0 {
+		w.Int(k, v)
+	}
+}
+
+// StrOmit writes k: v unless v is "".
+func (w *Enc) StrOmit(k, v string) {
+	if v != "" {
+		w.Str(k, v)
+	}
+}
+
+// BytesOmit writes k: v unless v is empty.
+func (w *Enc) BytesOmit(k string, v []byte) {
+	if len(v) > 0 {
+		w.Bytes(k, v)
+	}
+}
+
+// BoolOmit writes k: true if v.
+func (w *Enc) BoolOmit(k string, v bool) {
+	if v {
+		w.Bool(k, true)
+	}
+}
+
 // Count counts the fields that are present: Count(a != 0, b != "") is the
 // length of a map whose omitempty fields a and b are left out when empty.
 func Count(present ...bool) int {
@@ -190,21 +227,26 @@ func Fields(d *msgpack.Decoder, field func(key []byte) (bool, error)) error {
 	return nil
 }
 
-// Strs reads an array of strings (nil for msgpack nil).
-func Strs(d *msgpack.Decoder) ([]string, error) {
+// Array reads an array (nil for msgpack nil), each element with elem.
+func Array[T any](d *msgpack.Decoder, elem func(*msgpack.Decoder) (T, error)) ([]T, error) {
 	n, err := d.DecodeArrayLen()
 	if err != nil || n < 0 {
 		return nil, err
 	}
-	out := make([]string, 0, min(n, 1024))
+	out := make([]T, 0, min(n, 1024))
 	for i := 0; i < n; i++ {
-		s, err := d.DecodeString()
+		v, err := elem(d)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s)
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// Strs reads an array of strings (nil for msgpack nil).
+func Strs(d *msgpack.Decoder) ([]string, error) {
+	return Array(d, (*msgpack.Decoder).DecodeString)
 }
 
 // Uint8 reads an unsigned integer that must fit a byte.
