@@ -288,10 +288,12 @@ func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
 }
 
 // keepAlive renews the session's lease and hands the answer to deliver,
-// from another goroutine: a KeepAlive call of its own on a Client's own
-// connection, its part of a KeepAliveMany on a shared one (no goroutine
-// of its own while it waits). Ending the view fails it; ctx ends only the
-// call of its own (a Client's loop ends its view when it stops).
+// which must not block: it runs on the connection's reader, or at once on
+// the caller's goroutine when the connection is already gone. The renewal
+// is a KeepAlive call of its own on a Client's own connection, its part of
+// a KeepAliveMany on a shared one; neither has a goroutine waiting for it.
+// Ending the view fails it; ctx ends only the call of its own (a Client's
+// loop ends its view when it stops).
 func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error)) {
 	if c.t.pool == nil {
 		c.t.callAsync(ctx, wire.MKeepAlive, epoch, sess, args, func(resp *wire.Response, err error) {

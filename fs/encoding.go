@@ -4,7 +4,6 @@ import (
 	"bytes"
 
 	"github.com/chubby-dev/chubby/internal/mp"
-
 	"github.com/vmihailenco/msgpack/v5"
 )
 
