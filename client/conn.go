@@ -240,28 +240,13 @@ func (c *rpcConn) callNumbered(ctx context.Context, m wire.Method, epoch uint64,
 // callNumbered sends one request and waits for its response, ctx, or
 // viewDone (nil: none).
 func (c *transport) callNumbered(ctx context.Context, viewDone <-chan struct{}, m wire.Method, epoch uint64, sess sessionRef, callID, acked uint64, args, reply any) error {
-	body, err := wire.Marshal(args)
-	if err != nil {
-		return err
-	}
 	ch := make(chan *wire.Response, 1)
-	c.mu.Lock()
-	if c.err != nil {
-		err := c.err
-		c.mu.Unlock()
+	var id uint64
+	if err := c.send(m, epoch, sess, callID, acked, args, func(n uint64) {
+		id = n
+		c.pending[id] = ch
+	}); err != nil {
 		return err
-	}
-	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-
-	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
-	if err == nil {
-		err = c.w.Write(frame)
-	}
-	if err != nil {
-		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}
 	select {
 	case resp := <-ch:
@@ -299,43 +284,55 @@ func responseInto(m wire.Method, resp *wire.Response, reply any) error {
 // answer: a Client's KeepAlive, parked on the master most of the time,
 // costs none.
 func (c *transport) callAsync(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, args any, done func(*wire.Response, error)) {
-	body, err := wire.Marshal(args)
+	err := c.send(m, epoch, sess, 0, 0, args, func(id uint64) {
+		var stop func() bool
+		c.async[id] = func(resp *wire.Response, err error) {
+			stop()
+			done(resp, err)
+		}
+		// Set under c.mu: the callback is found, and so called, only under it.
+		stop = context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			_, waiting := c.async[id]
+			delete(c.async, id)
+			c.mu.Unlock()
+			if waiting {
+				done(nil, ctx.Err())
+			}
+		})
+	})
 	if err != nil {
 		done(nil, err)
-		return
+	}
+}
+
+// send numbers a call, has register record it under c.mu (where the reader
+// looks answers up), and writes its request. It fails, registering
+// nothing, if args do not encode or the connection has failed; a failed
+// write fails the connection, which answers every call registered.
+func (c *transport) send(m wire.Method, epoch uint64, sess sessionRef, callID, acked uint64, args any, register func(id uint64)) error {
+	body, err := wire.Marshal(args)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		done(nil, err)
-		return
+		return err
 	}
 	c.nextID++
 	id := c.nextID
-	var stop func() bool
-	c.async[id] = func(resp *wire.Response, err error) {
-		stop()
-		done(resp, err)
-	}
-	// Set under c.mu: the callback is found, and so called, only under it.
-	stop = context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		_, waiting := c.async[id]
-		delete(c.async, id)
-		c.mu.Unlock()
-		if waiting {
-			done(nil, ctx.Err())
-		}
-	})
+	register(id)
 	c.mu.Unlock()
-	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Body: body})
+	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
 	if err == nil {
 		err = c.w.Write(frame)
 	}
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}
+	return nil
 }
 
 // forget stops waiting for the response to call id.
