@@ -213,16 +213,23 @@ func (c *conn) serve() {
 	for {
 		// Wait for a frame without a deadline (a client may be idle while
 		// its KeepAlive is parked), then give its body bodyTimeout to
-		// arrive, so a truncated frame cannot hold the reader forever.
-		if _, err := c.br.Peek(1); err == nil {
+		// arrive, so a truncated frame cannot hold the reader forever. A
+		// frame already buffered whole needs no deadline: most calls are
+		// small and come in one read (setting and clearing a deadline moves
+		// a runtime timer twice per call).
+		deadline := false
+		if _, err := c.br.Peek(1); err == nil && !wire.FrameBuffered(c.br) {
 			c.nc.SetReadDeadline(time.Now().Add(bodyTimeout))
+			deadline = true
 		}
 		var reserve func(int) error
 		if c.frames != nil {
 			reserve = c.reserve
 		}
 		frame, reserved, err := wire.ReadFrameReserving(c.br, reserve)
-		c.nc.SetReadDeadline(time.Time{})
+		if deadline {
+			c.nc.SetReadDeadline(time.Time{})
+		}
 		release := func() {
 			if reserved > 0 {
 				c.frames.Release(int64(reserved))

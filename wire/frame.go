@@ -24,6 +24,21 @@ func ReadFrame(r *bufio.Reader) ([]byte, error) {
 	return b, err
 }
 
+// FrameBuffered reports whether r's buffer already holds a whole frame,
+// header and body: reading it then makes no system call and cannot block,
+// so a reader needs no deadline for it.
+func FrameBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n < 4 {
+		return false
+	}
+	hdr, err := r.Peek(4)
+	if err != nil {
+		return false
+	}
+	return uint64(n-4) >= uint64(binary.BigEndian.Uint32(hdr))
+}
+
 // ReadFrameReserving is ReadFrame for a reader that accounts for the memory
 // of frames in flight: reserve (if not nil) is called with the length of a
 // frame larger than an eagerly read one before its body is read, and its

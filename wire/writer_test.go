@@ -3,7 +3,10 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +100,65 @@ func TestFrameWriterFails(t *testing.T) {
 	}
 	if err := w.Write(bytes.Clone(f)); err == nil {
 		t.Fatal("a Write after a failure succeeded")
+	}
+}
+
+// TestFrameWriterTimesOutStuckPeer: a write to a peer that reads nothing
+// fails once the write deadline passes (between timeout/2 and timeout
+// after the first write), not never.
+func TestFrameWriterTimesOutStuckPeer(t *testing.T) {
+	a, b := net.Pipe() // unbuffered: a write waits for a read
+	defer b.Close()
+	const timeout = 200 * time.Millisecond
+	w := NewFrameWriter(a, timeout)
+	f, _ := AppendFrame(nil, "x")
+	start := time.Now()
+	err := w.Write(f)
+	took := time.Since(start)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write to a peer that never reads: %v, want a deadline error", err)
+	}
+	if took < timeout/2 || took > 5*time.Second {
+		t.Fatalf("the write failed after %v, want between %v and a few seconds", took, timeout/2)
+	}
+}
+
+// TestFrameWriterMovesDeadlineAlong: the deadline is set lazily, but a
+// connection that keeps writing for longer than timeout never meets it.
+func TestFrameWriterMovesDeadlineAlong(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.Copy(io.Discard, b)
+	const timeout = 400 * time.Millisecond
+	w := NewFrameWriter(a, timeout)
+	start := time.Now()
+	for i := 0; time.Since(start) < 3*timeout; i++ {
+		f, _ := AppendFrame(nil, i)
+		if err := w.Write(f); err != nil {
+			t.Fatalf("write %d, %v after the first: %v", i, time.Since(start), err)
+		}
+		time.Sleep(timeout / 8)
+	}
+}
+
+// TestFrameBuffered: a frame counts as buffered only once its header and
+// its whole body are in the reader's buffer.
+func TestFrameBuffered(t *testing.T) {
+	f, _ := AppendFrame(nil, "some body")
+	two := append(bytes.Clone(f), f...)
+	for cut := 0; cut <= len(f); cut++ {
+		br := bufio.NewReader(bytes.NewReader(two[:cut]))
+		br.Peek(cut) // what arrived is in the buffer
+		if got, want := FrameBuffered(br), cut == len(f); got != want {
+			t.Fatalf("%d of %d bytes buffered: FrameBuffered %v, want %v", cut, len(f), got, want)
+		}
+	}
+	br := bufio.NewReader(bytes.NewReader(two))
+	br.Peek(len(two))
+	if !FrameBuffered(br) {
+		t.Fatal("two whole frames buffered: FrameBuffered false")
+	}
+	if _, err := ReadFrame(br); err != nil || !FrameBuffered(br) {
+		t.Fatalf("after reading the first frame (err %v), the second is not seen buffered", err)
 	}
 }
