@@ -38,20 +38,25 @@ func ValidCellName(name string) bool {
 // no trailing slash, no whitespace, control characters or NUL bytes, is valid
 // UTF-8 and is within MaxPath / MaxName. The root /ls/<cell> itself is valid.
 func CheckPath(cell, p string) error {
-	root := Root(cell)
-	if p == root {
+	// Every call checks its path: no allocation here on the way to nil
+	// (Root(cell)+"/" and strings.Split each allocated).
+	rest, ok := strings.CutPrefix(p, "/ls/")
+	if ok {
+		rest, ok = strings.CutPrefix(rest, cell)
+	}
+	if ok && rest == "" { // the root itself
 		return nil
 	}
 	if len(p) > MaxPath {
 		return errf(ErrBadPath, "%d bytes is longer than the %d-byte limit", len(p), MaxPath)
 	}
-	if !strings.HasPrefix(p, root+"/") {
-		return errf(ErrBadPath, "%q is not under %s/", p, root)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return errf(ErrBadPath, "%q is not under %s/", p, Root(cell))
 	}
 	if !utf8.ValidString(p) {
 		return errf(ErrBadPath, "%q is not valid UTF-8", p)
 	}
-	for _, c := range strings.Split(p[len(root)+1:], "/") {
+	for c := range strings.SplitSeq(rest[1:], "/") {
 		switch {
 		case c == "":
 			return errf(ErrBadPath, "%q has an empty component", p)

@@ -124,6 +124,16 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
+// TestCheckPathAllocatesNothing: every call checks its path on the
+// master and in the client; a good path costs no allocation.
+func TestCheckPathAllocatesNothing(t *testing.T) {
+	for _, p := range []string{"/ls/local", "/ls/local/a", "/ls/local/dir/lock-17"} {
+		if n := testing.AllocsPerRun(100, func() { _ = CheckPath("local", p) }); n != 0 {
+			t.Errorf("CheckPath(%q) allocates %v times", p, n)
+		}
+	}
+}
+
 // TestCheckNewPath (issue 17, finding 7): new names may not hide
 // characters: bidi overrides and isolates, zero-width characters, soft
 // hyphens, the BOM. Existing names pass CheckPath as before.
