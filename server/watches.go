@@ -94,7 +94,7 @@ func (t *watchTable) publish(changes []fs.Change, fill *wire.EventContents) {
 	if len(changes) == 0 {
 		return
 	}
-	out := map[uint64][]wire.Event{}
+	var out map[uint64][]wire.Event // made for the first event: most writes have no watchers
 	var fillPath string
 	var fillers []uint64
 	t.mu.Lock()
@@ -109,6 +109,9 @@ func (t *watchTable) publish(changes []fs.Change, fill *wire.EventContents) {
 				ev.Contents = fill
 				fillPath = path
 				fillers = append(fillers, sess)
+			}
+			if out == nil {
+				out = map[uint64][]wire.Event{}
 			}
 			out[sess] = append(out[sess], ev)
 		}
@@ -135,6 +138,9 @@ func (t *watchTable) publish(changes []fs.Change, fill *wire.EventContents) {
 		}
 	}
 	t.mu.Unlock()
+	if len(out) == 0 {
+		return
+	}
 	queue := func(admitted map[uint64]bool) {
 		for sess, evs := range out {
 			if !admitted[sess] {
