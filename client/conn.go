@@ -319,6 +319,15 @@ func (c *transport) send(m wire.Method, epoch uint64, sess sessionRef, callID, a
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
+		// A call that comes just after the connection failed or was
+		// closed (dropped by another of the Client's goroutines, or a
+		// SessionGroup's renewal loop) fails as the calls in flight then
+		// did: with errConnLost, which callers retry on a connection
+		// found afresh. Plain, a Create racing a drop gave up at once
+		// and left its session on the master.
+		if !errors.Is(err, errConnLost) {
+			err = fmt.Errorf("%w: %v", errConnLost, err)
+		}
 		return err
 	}
 	c.nextID++
