@@ -191,7 +191,12 @@ func (c *transport) fail(err error) {
 	}
 }
 
-func (c *transport) close() { c.fail(errors.New("connection closed by client")) }
+// close fails the transport with errConnLost, as every other end of it
+// does: a call made just after (the connection dropped by another of the
+// Client's goroutines, or a SessionGroup's renewal loop) is retried on a
+// connection found afresh, as the calls in flight are. With a plain error
+// a Create racing a drop gave up and left its session on the master.
+func (c *transport) close() { c.fail(fmt.Errorf("%w: connection closed by client", errConnLost)) }
 
 // close ends the Client's use of the connection: its calls in flight fail,
 // and the transport closes unless a Pool shares it with other Clients.
@@ -319,15 +324,6 @@ func (c *transport) send(m wire.Method, epoch uint64, sess sessionRef, callID, a
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		// A call that comes just after the connection failed or was
-		// closed (dropped by another of the Client's goroutines, or a
-		// SessionGroup's renewal loop) fails as the calls in flight then
-		// did: with errConnLost, which callers retry on a connection
-		// found afresh. Plain, a Create racing a drop gave up at once
-		// and left its session on the master.
-		if !errors.Is(err, errConnLost) {
-			err = fmt.Errorf("%w: %v", errConnLost, err)
-		}
 		return err
 	}
 	c.nextID++
