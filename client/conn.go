@@ -330,10 +330,12 @@ func (c *transport) send(m wire.Method, epoch uint64, sess sessionRef, callID, a
 	id := c.nextID
 	register(id)
 	c.mu.Unlock()
-	frame, err := wire.AppendFrame(nil, &wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
+	fb := wire.GetFrameBuf()
+	frame, err := fb.Encode(&wire.Request{ID: id, Method: m, Epoch: epoch, Session: sess.id, Secret: sess.secret, Call: callID, Acked: acked, Body: body})
 	if err == nil {
 		err = c.w.Write(frame)
 	}
+	fb.Free()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}

@@ -188,10 +188,12 @@ func (p *Proxy) serve(nc net.Conn) {
 		if err != nil {
 			resp = wire.Response{ID: id, Code: wire.Code(err), Error: err.Error()}
 		}
-		frame, ferr := wire.AppendFrame(nil, &resp)
+		fb := wire.GetFrameBuf()
+		frame, ferr := fb.Encode(&resp)
 		if ferr == nil {
 			ferr = w.Write(frame)
 		}
+		fb.Free()
 		if ferr != nil {
 			nc.Close()
 		}

@@ -70,11 +70,13 @@ func (c *conn) close() {
 // send writes one response frame (with the frames of other replies sent
 // at the same time: see wire.FrameWriter). Errors close the connection.
 func (c *conn) send(resp *wire.Response) {
-	frame, err := wire.AppendFrame(nil, resp)
+	fb := wire.GetFrameBuf()
+	defer fb.Free()
+	frame, err := fb.Encode(resp)
 	if err != nil {
 		// The caller still gets an answer: the error, which always fits.
 		c.log.Warn("reply not sent", "id", resp.ID, "err", err)
-		frame, err = wire.AppendFrame(nil, errorResponse(resp.ID, fmt.Errorf("%w: the reply could not be sent: %v", fs.ErrTooLarge, err)))
+		frame, err = fb.Encode(errorResponse(resp.ID, fmt.Errorf("%w: the reply could not be sent: %v", fs.ErrTooLarge, err)))
 		if err != nil {
 			c.close()
 			return

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/chubby-dev/chubby/internal/mp"
 )
@@ -103,6 +104,37 @@ func AppendFrame(dst []byte, v any) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(out[start:], uint32(n))
 	return out, nil
+}
+
+// A FrameBuf is a reusable buffer for one outgoing frame: Encode a value
+// into it, hand the frame to a FrameWriter (whose Write copies it), then
+// Free it. Every call and every reply is a frame: reusing their buffers
+// takes an allocation the size of the frame off each.
+type FrameBuf struct{ b []byte }
+
+var frameBufs = sync.Pool{New: func() any { return new(FrameBuf) }}
+
+// GetFrameBuf returns a buffer from the pool.
+func GetFrameBuf() *FrameBuf { return frameBufs.Get().(*FrameBuf) }
+
+// Encode encodes v as one frame (see AppendFrame) into the buffer, in
+// place of what it held. The frame is valid until the next Encode or Free.
+func (f *FrameBuf) Encode(v any) ([]byte, error) {
+	out, err := AppendFrame(f.b[:0], v)
+	if err != nil {
+		return nil, err
+	}
+	f.b = out
+	return out, nil
+}
+
+// Free returns the buffer to the pool; one that grew past maxKeptBuffer
+// (a large reply) is left to the collector instead.
+func (f *FrameBuf) Free() {
+	if cap(f.b) > maxKeptBuffer {
+		f.b = nil
+	}
+	frameBufs.Put(f)
 }
 
 // unmarshal decodes untrusted bytes. checkShape runs first, so a

@@ -162,3 +162,42 @@ func TestFrameBuffered(t *testing.T) {
 		t.Fatalf("after reading the first frame (err %v), the second is not seen buffered", err)
 	}
 }
+
+// TestFrameBufReusesItsBuffer: a frame encoded in a reused FrameBuf is the
+// frame AppendFrame makes, and encoding a reply into a pooled buffer
+// allocates nothing once the pool is warm (the buffer of every call and
+// reply used to be allocated afresh; with the pool it is not).
+func TestFrameBufReusesItsBuffer(t *testing.T) {
+	resp := &Response{ID: 7, Body: bytes.Repeat([]byte("b"), 100)}
+	want, err := AppendFrame(nil, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := GetFrameBuf()
+	for range 2 { // the second time into the buffer the first one grew
+		got, err := fb.Encode(resp)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Encode = %x, %v; want %x", got, err, want)
+		}
+	}
+	fb.Free()
+	allocs := testing.AllocsPerRun(200, func() {
+		fb := GetFrameBuf()
+		if _, err := fb.Encode(resp); err != nil {
+			t.Fatal(err)
+		}
+		fb.Free()
+	})
+	if allocs > 0 && !raceEnabled {
+		t.Errorf("Encode into a pooled FrameBuf: %.1f allocations, want 0", allocs)
+	}
+	// A frame too large is refused and leaves nothing behind.
+	fb = GetFrameBuf()
+	defer fb.Free()
+	if _, err := fb.Encode(&Response{ID: 8, Body: make([]byte, MaxFrame+1)}); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("oversize frame: %v, want ErrFrameTooLarge", err)
+	}
+	if got, err := fb.Encode(resp); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Encode after a refused frame = %x, %v; want %x", got, err, want)
+	}
+}

@@ -292,7 +292,9 @@ var decoders = sync.Pool{New: func() any {
 }}
 
 // Append appends v's encoding to dst: with v's own codec if it has one,
-// else msgpack's.
+// else msgpack's. Like the standard library's Append functions it writes
+// into dst's spare capacity when that suffices (a reused frame buffer
+// then costs no allocation).
 func Append(dst []byte, v any) ([]byte, error) {
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
@@ -303,7 +305,7 @@ func Append(dst []byte, v any) ([]byte, error) {
 	} else {
 		err = e.enc.Encode(v)
 	}
-	out := append(dst[:0:0], e.buf.Bytes()...)
+	out := append(dst[:0], e.buf.Bytes()...) // e.buf begins with a copy of dst
 	if e.buf.Cap() <= 64<<10 {
 		encoders.Put(e)
 	}
