@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/chubby-dev/chubby/session"
@@ -107,6 +108,18 @@ func (c *Client) keepAliveLoop() {
 				retry.reset()
 				urgent = false
 				c.renewed(r.sentAt, r.epoch, r.rep)
+				if len(r.rep.Events) > 0 && len(r.rep.Invalidations) == 0 {
+					// Let the consumer the events just woke run before
+					// this goroutine writes the next KeepAlive: a config
+					// reader then has its new value a system call sooner,
+					// and when a write reaches many readers at once their
+					// re-parking KeepAlives no longer go ahead of the
+					// deliveries still waiting (chubbybench fanout, 3
+					// servers: last reader's p99 about 10 % lower). Not
+					// after invalidations: that KeepAlive is the
+					// acknowledgement a write waits for.
+					runtime.Gosched()
+				}
 			case errors.Is(r.err, ErrSessionExpired):
 				c.expire()
 				return
