@@ -298,14 +298,13 @@ var decoders = sync.Pool{New: func() any {
 func Append(dst []byte, v any) ([]byte, error) {
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
-	e.buf.Write(dst)
 	var err error
 	if ce, ok := v.(msgpack.CustomEncoder); ok {
 		err = ce.EncodeMsgpack(e.enc)
 	} else {
 		err = e.enc.Encode(v)
 	}
-	out := append(dst[:0], e.buf.Bytes()...) // e.buf begins with a copy of dst
+	out := append(dst, e.buf.Bytes()...)
 	if e.buf.Cap() <= 64<<10 {
 		encoders.Put(e)
 	}
