@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/chubby-dev/chubby/internal/mp"
 	"github.com/vmihailenco/msgpack/v5"
@@ -141,7 +142,7 @@ func (c *Command) Encode() ([]byte, error) {
 
 // DecodeCommand parses a log entry. It rejects trailing garbage and unknown ops.
 func DecodeCommand(b []byte) (*Command, error) {
-	var f flatCommand
+	var f plainFlatCommand
 	rd := bytes.NewReader(b)
 	if err := msgpack.NewDecoder(rd).Decode(&f); err != nil {
 		return nil, errf(ErrBadRequest, "decode command: %v", err)
@@ -149,7 +150,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 	if rd.Len() > 0 {
 		return nil, errf(ErrBadRequest, "decode command: %d bytes of trailing garbage", rd.Len())
 	}
-	c := f.command()
+	c := (*flatCommand)(&f).command()
 	if c == nil {
 		return nil, errf(ErrBadRequest, "unknown command op %d", f.Op)
 	}
@@ -158,16 +159,44 @@ func DecodeCommand(b []byte) (*Command, error) {
 
 // DecodeCommands parses a log entry that holds one or more commands encoded
 // back to back (the master batches concurrent commands into one entry).
+// Every replica decodes every entry, so it reads them with flatCommand's
+// hand-written decoder; an entry that fails there is read again by the
+// reflective decoder of the builds before it, so that whatever an entry
+// holds, it decodes (or fails, with the same error) as it did then.
 func DecodeCommands(b []byte) ([]*Command, error) {
+	var out []*Command
+	err := mp.DecodeEach(b, func(d *msgpack.Decoder) error {
+		var f flatCommand
+		if err := f.DecodeMsgpack(d); err != nil {
+			return err
+		}
+		c := f.command()
+		if c == nil {
+			return errUnknownOp
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		return decodeCommandsReflective(b)
+	}
+	return out, nil
+}
+
+var errUnknownOp = errors.New("unknown op")
+
+// decodeCommandsReflective is DecodeCommands by msgpack's reflective
+// decoder, as the builds before the hand-written one decoded entries.
+func decodeCommandsReflective(b []byte) ([]*Command, error) {
 	rd := bytes.NewReader(b)
 	dec := msgpack.NewDecoder(rd)
 	var out []*Command
 	for rd.Len() > 0 {
-		var f flatCommand
+		var f plainFlatCommand
 		if err := dec.Decode(&f); err != nil {
 			return nil, errf(ErrBadRequest, "decode command %d of batch: %v", len(out), err)
 		}
-		c := f.command()
+		c := (*flatCommand)(&f).command()
 		if c == nil {
 			return nil, errf(ErrBadRequest, "command %d of batch: unknown op %d", len(out), f.Op)
 		}
@@ -178,3 +207,7 @@ func DecodeCommands(b []byte) ([]*Command, error) {
 	}
 	return out, nil
 }
+
+// plainFlatCommand is flatCommand without its methods: msgpack decodes it
+// by reflection.
+type plainFlatCommand flatCommand

@@ -316,6 +316,28 @@ func Append(dst []byte, v any) ([]byte, error) {
 // so one that read a hostile frame's megabyte would keep it in the pool.
 const pooledInput = 64 << 10
 
+// DecodeEach calls each until b is used up, each decoding one value from
+// d: for values written back to back (a log entry's batch of commands).
+// It returns each's first error.
+func DecodeEach(b []byte, each func(d *msgpack.Decoder) error) error {
+	var d *decoder
+	if len(b) <= pooledInput {
+		d = decoders.Get().(*decoder)
+		defer decoders.Put(d)
+	} else {
+		d = decoders.New().(*decoder)
+	}
+	d.r.Reset(b)
+	d.dec.Reset(&d.r)
+	defer d.r.Reset(nil)
+	for d.r.Len() > 0 {
+		if err := each(d.dec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Decode decodes b into v: with v's own codec if it has one, else
 // msgpack's.
 func Decode(b []byte, v any) error {
