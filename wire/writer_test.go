@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,19 +18,25 @@ type countingConn struct {
 	net.Conn
 	mu     sync.Mutex
 	writes int
+	// beforeFirst, if set, runs before the first write goes out.
+	beforeFirst func()
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
+	first := c.writes == 1
 	c.mu.Unlock()
+	if first && c.beforeFirst != nil {
+		c.beforeFirst()
+	}
 	return c.Conn.Write(b)
 }
 
 // TestFrameWriterCoalesces: frames written by many goroutines at once all
-// arrive whole and in one piece each, in fewer writes than frames while
-// the peer reads slowly, and each Write returns only once its frame is on
-// the connection.
+// arrive whole and in one piece each, in fewer writes than frames (those
+// handed in while a write is under way go out together in the next), and
+// each Write returns only once its frame is on the connection.
 func TestFrameWriterCoalesces(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
@@ -37,6 +44,25 @@ func TestFrameWriterCoalesces(t *testing.T) {
 	cc := &countingConn{Conn: a}
 	w := NewFrameWriter(cc, 10*time.Second)
 	const senders, each = 8, 200
+	// The first write waits until every sender has handed in a frame, so
+	// the frames of the other seven wait behind a write under way however
+	// the goroutines are scheduled: they must go out together.
+	cc.beforeFirst = func() {
+		give := time.Now().Add(10 * time.Second)
+		for {
+			w.mu.Lock()
+			n := w.queued
+			w.mu.Unlock()
+			if n >= senders {
+				return
+			}
+			if time.Now().After(give) {
+				t.Errorf("only %d of %d senders handed in a frame in 10 s", n, senders)
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 	got := make(chan map[string]int, 1)
 	go func() {
 		seen := map[string]int{}

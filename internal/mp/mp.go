@@ -320,27 +320,30 @@ const pooledInput = 64 << 10
 // d: for values written back to back (a log entry's batch of commands).
 // It returns each's first error.
 func DecodeEach(b []byte, each func(d *msgpack.Decoder) error) error {
-	var d *decoder
-	if len(b) <= pooledInput {
-		d = decoders.Get().(*decoder)
-		defer decoders.Put(d)
-	} else {
-		d = decoders.New().(*decoder)
-	}
-	d.r.Reset(b)
-	d.dec.Reset(&d.r)
-	defer d.r.Reset(nil)
-	for d.r.Len() > 0 {
-		if err := each(d.dec); err != nil {
-			return err
+	return withDecoder(b, func(d *decoder) error {
+		for d.r.Len() > 0 {
+			if err := each(d.dec); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Decode decodes b into v: with v's own codec if it has one, else
 // msgpack's.
 func Decode(b []byte, v any) error {
+	return withDecoder(b, func(d *decoder) error {
+		if cd, ok := v.(msgpack.CustomDecoder); ok {
+			return cd.DecodeMsgpack(d.dec)
+		}
+		return d.dec.Decode(v)
+	})
+}
+
+// withDecoder runs fn with a decoder reading b: a pooled one unless b is
+// larger than pooledInput.
+func withDecoder(b []byte, fn func(d *decoder) error) error {
 	var d *decoder
 	if len(b) <= pooledInput {
 		d = decoders.Get().(*decoder)
@@ -350,14 +353,8 @@ func Decode(b []byte, v any) error {
 	}
 	d.r.Reset(b)
 	d.dec.Reset(&d.r)
-	var err error
-	if cd, ok := v.(msgpack.CustomDecoder); ok {
-		err = cd.DecodeMsgpack(d.dec)
-	} else {
-		err = d.dec.Decode(v)
-	}
-	d.r.Reset(nil)
-	return err
+	defer d.r.Reset(nil) // before Put: the pool keeps no reference to b
+	return fn(d)
 }
 
 // Raw reads one encoded value as it is; msgpack nil reads as an empty one
