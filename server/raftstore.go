@@ -134,31 +134,40 @@ func openWALMigrating(dataDir string, noSync bool, log hclog.Logger) (*walStore,
 	return openWAL(dst, noSync, log)
 }
 
+// walSegmentSize is the size of the raft log's segment files (raft-wal's
+// default; tests make it smaller).
+var walSegmentSize = wal.DefaultSegmentSize
+
 // openWAL opens (or creates) the raft-wal log in dir. Each appended batch
-// is fsynced unless noSync (tests): then segment files are never fsynced;
-// the segment list and stable store (bbolt, written at segment rotation and
-// elections) still are.
+// is synced (fdatasync of segment files written full of zeros before use:
+// walfile.go) unless noSync (tests): then segment files are raft-wal's
+// own, preallocated and never synced; the segment list and stable store
+// (bbolt, written at segment rotation and elections) still are.
 func openWAL(dir string, noSync bool, log hclog.Logger) (*walStore, error) {
 	meta := &metadb.BoltMetaDB{}
-	opts := []func(*wal.WAL){wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta)}
-	if noSync {
-		opts = append(opts, wal.WithSegmentFiler(segment.NewFiler(dir, noSyncFS{walfs.New()})))
-	}
 	var (
-		w   *wal.WAL
-		err error
+		segs  *segmentFS
+		filer *segment.Filer
 	)
-	switch len(opts) { // raft-wal's option type is unexported: no slice of it
-	case 2:
-		w, err = wal.Open(dir, opts[0], opts[1])
-	default:
-		w, err = wal.Open(dir, opts[0], opts[1], opts[2])
+	if noSync {
+		filer = segment.NewFiler(dir, noSyncFS{walfs.New()})
+	} else {
+		var err error
+		if segs, err = newSegmentFS(dir); err != nil {
+			return nil, fmt.Errorf("open raft log %s: %w", dir, err)
+		}
+		filer = segment.NewFiler(dir, segs)
 	}
+	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentFiler(filer),
+		wal.WithSegmentSize(walSegmentSize))
 	if err != nil {
 		meta.Close()
+		if segs != nil {
+			segs.close()
+		}
 		return nil, fmt.Errorf("open raft log %s: %w", dir, err)
 	}
-	return &walStore{WAL: w, meta: meta}, nil
+	return &walStore{WAL: w, meta: meta, segs: segs}, nil
 }
 
 // walStore is a raft-wal log whose Close also closes its metadata bbolt
@@ -168,10 +177,14 @@ func openWAL(dir string, noSync bool, log hclog.Logger) (*walStore, error) {
 type walStore struct {
 	*wal.WAL
 	meta *metadb.BoltMetaDB
+	segs *segmentFS // nil with noSync
 }
 
 func (s *walStore) Close() error {
 	err := s.WAL.Close()
+	if s.segs != nil {
+		s.segs.close() // waits for a segment file being written
+	}
 	if merr := s.meta.Close(); err == nil {
 		err = merr
 	}
