@@ -85,7 +85,7 @@ func (s *segmentFS) Create(dir, name string, size uint64) (waltypes.WritableFile
 	}
 	// The directory entry is made durable by the first Sync, before any
 	// entry in the file counts as written (as raft-wal's own file does).
-	return &segmentFile{File: f, fs: s, size: size, dir: dir, fresh: true}, nil
+	return &segmentFile{File: f, fs: s, size: size, newIn: dir}, nil
 }
 
 // takeSpare renames the spare to path if it is for dir and of size bytes,
@@ -184,8 +184,7 @@ type segmentFile struct {
 	*os.File
 	fs     *segmentFS
 	size   uint64
-	dir    string // set for a new file: its directory is synced once
-	fresh  bool
+	newIn  string // a new file's directory, synced by the first Sync, then ""
 	kicked bool
 }
 
@@ -201,11 +200,11 @@ func (f *segmentFile) Sync() error {
 	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
 		return err
 	}
-	if f.fresh {
-		if err := syncDir(f.dir); err != nil {
+	if f.newIn != "" {
+		if err := syncDir(f.newIn); err != nil {
 			return err
 		}
-		f.fresh = false
+		f.newIn = ""
 	}
 	return nil
 }
