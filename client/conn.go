@@ -153,6 +153,16 @@ func (c *transport) readLoop() {
 			return
 		}
 		c.mu.Lock()
+		if resp.More {
+			// A partial answer: only an async call that streams takes
+			// one (callAsync); the call stays registered for the rest.
+			fn := c.async[resp.ID]
+			c.mu.Unlock()
+			if fn != nil {
+				fn(resp, nil)
+			}
+			continue
+		}
 		ch, ok := c.pending[resp.ID]
 		delete(c.pending, resp.ID)
 		fn := c.async[resp.ID]
@@ -285,13 +295,18 @@ func responseInto(m wire.Method, resp *wire.Response, reply any) error {
 // callAsync sends one request and hands its response to done, called once:
 // on the connection's reader when the response arrives (done must not
 // block), or with an error and no response when the request cannot be
-// sent, the connection fails or ctx ends first. No goroutine waits for the
-// answer: a Client's KeepAlive, parked on the master most of the time,
-// costs none.
+// sent, the connection fails or ctx ends first. Partial answers
+// (wire.Response.More, a stream KeepAlive's pushes) go to done too, on the
+// reader, before that last call. No goroutine waits for the answer: a
+// Client's KeepAlive, parked on the master most of the time, costs none.
 func (c *transport) callAsync(ctx context.Context, m wire.Method, epoch uint64, sess sessionRef, args any, done func(*wire.Response, error)) {
 	err := c.send(m, epoch, sess, 0, 0, args, func(id uint64) {
 		var stop func() bool
 		c.async[id] = func(resp *wire.Response, err error) {
+			if resp != nil && resp.More {
+				done(resp, nil)
+				return
+			}
 			stop()
 			done(resp, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/chubby-dev/chubby/session"
@@ -32,8 +33,12 @@ func (c *Client) keepAliveLoop() {
 		rep    wire.KeepAliveReply
 		err    error
 		conn   *rpcConn
+		push   bool // events pushed to a parked KeepAlive, not its answer
 	}
-	results := make(chan result, 2)
+	// The answers and pushes, in the order the connection's reader got
+	// them (a final answer's events before the next KeepAlive's pushes);
+	// the reader never blocks on the loop.
+	results := newInbox[result]()
 	inflight := 0
 	var kaConn *rpcConn    // the connection of the KeepAlives in flight
 	var nextSend time.Time // when to send another while one is parked
@@ -68,10 +73,10 @@ func (c *Client) keepAliveLoop() {
 			c.rngMu.Lock()
 			nextSend = now.Add(session.RenewInterval(ttl, c.rng))
 			c.rngMu.Unlock()
-			// results holds both answers that can be in flight: the
-			// delivery never blocks.
 			conn.keepAlive(ctx, epoch, c.session(), args, func(rep wire.KeepAliveReply, err error) {
-				results <- result{now, epoch, rep, err, conn}
+				results.put(result{sentAt: now, epoch: epoch, rep: rep, err: err, conn: conn})
+			}, func(rep wire.KeepAliveReply) {
+				results.put(result{epoch: epoch, rep: rep, conn: conn, push: true})
 			})
 		}
 		c.mu.Lock()
@@ -100,8 +105,16 @@ func (c *Client) keepAliveLoop() {
 			continue
 		}
 		select {
-		case r := <-results:
+		case <-results.ready:
 			timer.Stop()
+			r, ok := results.take()
+			if !ok {
+				continue
+			}
+			if r.push {
+				c.pushed(r.epoch, r.rep)
+				continue
+			}
 			inflight--
 			switch {
 			case r.err == nil:
@@ -186,6 +199,32 @@ func (c *Client) renewed(sentAt time.Time, epoch uint64, rep wire.KeepAliveReply
 		}
 	}
 	c.invalAck.Store(rep.InvalSeq)
+	c.deliverEvents(current, rep)
+	c.mu.Lock()
+	before := c.lease.Renewed(sentAt, time.Duration(rep.TTL))
+	c.cache.SetLeaseEnd(c.lease.Expiry())
+	c.mu.Unlock()
+	if before == SessionJeopardy {
+		if !c.cfg.DisableCache {
+			c.cache.Enable()
+		}
+		c.emit(Event{Type: EventSafe})
+	}
+}
+
+// pushed applies the events the master of epoch pushed to a parked stream
+// KeepAlive: no lease, no invalidation, only events.
+func (c *Client) pushed(epoch uint64, rep wire.KeepAliveReply) {
+	c.mu.Lock()
+	current := epoch == c.epoch
+	c.mu.Unlock()
+	c.deliverEvents(current, rep)
+}
+
+// deliverEvents refills the cache from the events of a reply (of the
+// current master) that carry contents and delivers them, then reports
+// dropped ones.
+func (c *Client) deliverEvents(current bool, rep wire.KeepAliveReply) {
 	for _, ev := range rep.Events {
 		if ev.Type == wire.EventHandleInvalid {
 			// The node is gone; so is the master's subscription.
@@ -202,16 +241,49 @@ func (c *Client) renewed(sentAt time.Time, epoch uint64, rep wire.KeepAliveReply
 		c.dropped.Add(rep.Dropped)
 		c.log.Warn("the master dropped events for this session: its queue was full", "dropped", rep.Dropped)
 	}
-	c.mu.Lock()
-	before := c.lease.Renewed(sentAt, time.Duration(rep.TTL))
-	c.cache.SetLeaseEnd(c.lease.Expiry())
-	c.mu.Unlock()
-	if before == SessionJeopardy {
-		if !c.cfg.DisableCache {
-			c.cache.Enable()
-		}
-		c.emit(Event{Type: EventSafe})
+}
+
+// inbox is an unbounded FIFO whose putter never blocks; ready has a value
+// while it holds something.
+type inbox[T any] struct {
+	mu    sync.Mutex
+	items []T
+	ready chan struct{}
+}
+
+func newInbox[T any]() *inbox[T] { return &inbox[T]{ready: make(chan struct{}, 1)} }
+
+func (q *inbox[T]) put(v T) {
+	q.mu.Lock()
+	q.items = append(q.items, v)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
 	}
+}
+
+// take returns the oldest item (ok false if none), leaving ready set if
+// more remain.
+func (q *inbox[T]) take() (v T, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		return v, false
+	}
+	v = q.items[0]
+	var zero T
+	q.items[0] = zero
+	q.items = q.items[1:]
+	if len(q.items) == 0 {
+		q.items = nil
+	} else {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return v, true
 }
 
 // sleep waits d on the client's clock, or less: it wakes at the end of the

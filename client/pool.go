@@ -293,11 +293,22 @@ func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
 // is a KeepAlive call of its own on a Client's own connection, its part of
 // a KeepAliveMany on a shared one; neither has a goroutine waiting for it.
 // Ending the view fails it; ctx ends only the call of its own (a Client's
-// loop ends its view when it stops).
-func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error)) {
+// loop ends its view when it stops). On a Client's own connection, pushed
+// (if not nil) makes it a stream KeepAlive: the events the master sends
+// while it stays parked go to pushed, on the reader, in order, before
+// deliver gets the answer that ends it (a KeepAliveMany does not stream).
+func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error), pushed func(wire.KeepAliveReply)) {
 	if c.t.pool == nil {
+		args.Stream = pushed != nil
 		c.t.callAsync(ctx, wire.MKeepAlive, epoch, sess, args, func(resp *wire.Response, err error) {
 			var rep wire.KeepAliveReply
+			if err == nil && resp.More {
+				// Events pushed while the KeepAlive stays parked.
+				if responseInto(wire.MKeepAlive, resp, &rep) == nil && pushed != nil {
+					pushed(rep)
+				}
+				return
+			}
 			if err == nil {
 				err = responseInto(wire.MKeepAlive, resp, &rep)
 			}

@@ -149,7 +149,7 @@ func (u *Upstream) KeepAlive(ctx context.Context, epoch, session uint64, secret 
 			err = relayable(err)
 		}
 		deliver(rep, err)
-	})
+	}, nil)
 }
 
 // Close closes the connections to the cell.

@@ -197,6 +197,17 @@ func (c *conn) reply(id uint64, body any, err error) {
 	c.send(resp)
 }
 
+// push sends call id a partial answer (wire.Response.More): a stream
+// KeepAlive's events, the call staying open.
+func (c *conn) push(id uint64, body any) {
+	b, err := wire.Marshal(body)
+	if err != nil || len(b) > wire.ReplyBudget {
+		c.log.Warn("push not sent", "id", id, "bytes", len(b), "err", err)
+		return
+	}
+	c.send(&wire.Response{ID: id, More: true, Body: b})
+}
+
 // errorResponse answers call id with err (its code, or internal).
 func errorResponse(id uint64, err error) *wire.Response {
 	return &wire.Response{ID: id, Code: wire.Code(err), Error: err.Error()}

@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Barrier returns once every command proposed before it has been applied
 // and its effects acted on (waiters woken, lock-delay timers armed): after
@@ -42,4 +46,14 @@ func RegisteredWaits(s *Server) int {
 	s.waits.mu.Lock()
 	defer s.waits.mu.Unlock()
 	return len(s.waits.m)
+}
+
+// KeepAlivesReceived is the master's count of session renewals received
+// (chubby_keepalives_total).
+func KeepAlivesReceived(s *Server) float64 {
+	var m dto.Metric
+	if err := s.metrics.keepAlives.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -141,7 +141,7 @@ func (s *Server) createSession(c *call, a *wire.CreateSessionArgs) (any, error) 
 }
 
 func (s *Server) keepAlive(c *call, a *wire.KeepAliveArgs) (any, error) {
-	if err := s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent, a.AckInval); err != nil {
+	if err := s.leases.keepAlive(c.c, c.req.ID, c.req.Session, a.Urgent, a.AckInval, a.Stream); err != nil {
 		return nil, err
 	}
 	return nil, errDeferred

@@ -297,7 +297,7 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 	lt.add(clk.Now(), 1, unitTTL, nil, "")
 	lt.add(clk.Now(), 2, unitTTL, nil, "")
 	var r replies
-	if err := lt.keepAlive(&r, 10, 1, false, 0); err != nil {
+	if err := lt.keepAlive(&r, 10, 1, false, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	tr.admit(1, pathA)
@@ -315,11 +315,11 @@ func TestInvalidationThroughLeaseTable(t *testing.T) {
 		t.Fatalf("KeepAlive reply %+v; want the invalidation of %s", rep, pathA)
 	}
 	blocked(t, w, "not acknowledged")
-	if err := lt.keepAlive(&r, 11, 1, false, rep.InvalSeq-1); err != nil {
+	if err := lt.keepAlive(&r, 11, 1, false, rep.InvalSeq-1, false); err != nil {
 		t.Fatal(err)
 	}
 	blocked(t, w, "an older sequence acknowledged")
-	if err := lt.keepAlive(&r, 12, 1, false, rep.InvalSeq); err != nil {
+	if err := lt.keepAlive(&r, 12, 1, false, rep.InvalSeq, false); err != nil {
 		t.Fatal(err)
 	}
 	proceeds(t, w, "acknowledged by the next KeepAlive")()

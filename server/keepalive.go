@@ -7,9 +7,11 @@ import (
 	"github.com/chubby-dev/chubby/wire"
 )
 
-// replier answers a call on a client connection (a *conn).
+// replier answers a call on a client connection (a *conn). push sends a
+// partial answer (wire.Response.More): the call stays open for more.
 type replier interface {
 	reply(id uint64, body any, err error)
+	push(id uint64, body any)
 }
 
 // poll is a parked KeepAlive, answered when its hold ends or earlier. A
@@ -23,6 +25,10 @@ type poll struct {
 	// poll (lease.poll, or lease.poll2) until it is answered.
 	ids  []uint64
 	many bool
+	// stream: a KeepAlive that takes event pushes (wire.KeepAliveArgs.Stream)
+	// while it is parked; every answer to it goes out through its lease's
+	// out-queue (queueLocked), in order.
+	stream bool
 	// answered is set (t.mu held) once a reply is built or the poll given
 	// up; a timer that fires later does nothing.
 	answered bool
@@ -32,8 +38,9 @@ type poll struct {
 // now+TTL — now being when the KeepAlive arrived — and parks the call until
 // its hold ends. It answers at once when
 // urgent or when there is something to deliver; a previous parked poll of the
-// same session is answered at once.
-func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInval uint64) error {
+// same session is answered at once. A stream KeepAlive is sent the
+// session's events as they come (pushEvents) while it stays parked.
+func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInval uint64, stream bool) error {
 	now := t.clock.Now()
 	t.mu.Lock()
 	l, err := t.leaseLocked(id)
@@ -45,10 +52,15 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	old2 := t.takePollLocked(l) // a second KeepAliveMany's poll of the session
 	answerNow := urgent || l.hasDeliveriesLocked()
 	var rep wire.KeepAliveReply
-	if answerNow {
+	var drain func()
+	switch {
+	case answerNow && stream:
+		// After what is queued for the session's earlier KeepAlive.
+		drain = t.queueLocked(l, c, reqID, l.replyLocked(), false)
+	case answerNow:
 		rep = l.replyLocked()
-	} else {
-		p := &poll{c: c, reqID: reqID, ids: []uint64{id}}
+	default:
+		p := &poll{c: c, reqID: reqID, ids: []uint64{id}, stream: stream}
 		p.timer = t.clock.AfterFunc(session.KeepAliveHold(l.ttl, t.rng), func() { t.answer(p) })
 		l.poll = p
 	}
@@ -59,10 +71,66 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	if urgent {
 		t.metrics.urgent.Inc()
 	}
-	if answerNow {
+	switch {
+	case drain != nil:
+		drain()
+	case answerNow && !stream:
 		c.reply(reqID, rep, nil)
 	}
 	return nil
+}
+
+// maxStreamedOut bounds a session's answers queued but not yet written
+// (lease.out): past it, events wait in the session's event queue (which
+// has its own bound) for its next KeepAlive, as for a KeepAlive that does
+// not stream, so a client that does not read cannot grow the server's
+// memory.
+const maxStreamedOut = 64
+
+// streamed is an answer queued on a lease's out-queue: a push (more) or the
+// final reply of a stream KeepAlive.
+type streamed struct {
+	c     replier
+	reqID uint64
+	body  wire.KeepAliveReply
+	more  bool
+}
+
+// queueLocked queues an answer to a stream KeepAlive of l behind the
+// session's answers queued before it. It returns the func that writes them
+// (without t.mu), or nil when a drain already under way will: one drain at
+// a time per session, so a final reply never overtakes an earlier push and
+// the pushes of one KeepAlive never overtake the final reply of the one
+// before (sends otherwise run on several workers and may cross).
+func (t *leaseTable) queueLocked(l *lease, c replier, reqID uint64, body wire.KeepAliveReply, more bool) func() {
+	l.out = append(l.out, streamed{c: c, reqID: reqID, body: body, more: more})
+	if l.draining {
+		return nil
+	}
+	l.draining = true
+	return func() { t.drain(l) }
+}
+
+// drain writes l's queued answers in order until none is left.
+func (t *leaseTable) drain(l *lease) {
+	for {
+		t.mu.Lock()
+		if len(l.out) == 0 {
+			l.out = nil
+			l.draining = false
+			t.mu.Unlock()
+			return
+		}
+		s := l.out[0]
+		l.out[0] = streamed{}
+		l.out = l.out[1:]
+		t.mu.Unlock()
+		if s.more {
+			s.c.push(s.reqID, s.body)
+		} else {
+			s.c.reply(s.reqID, s.body, nil)
+		}
+	}
 }
 
 // keepAliveMany is keepAlive for the sessions of a KeepAliveMany from
@@ -205,6 +273,14 @@ func (t *leaseTable) answer(p *poll) {
 		}
 		p.answered = true
 		l.poll = nil
+		if p.stream {
+			drain := t.queueLocked(l, p.c, p.reqID, l.replyLocked(), false)
+			t.mu.Unlock()
+			if drain != nil {
+				drain()
+			}
+			return
+		}
 		body = l.replyLocked()
 	}
 	t.mu.Unlock()
@@ -303,6 +379,14 @@ func (l *lease) replyLocked() wire.KeepAliveReply {
 	if len(l.invals) == 0 {
 		rep.InvalSeq = l.invalSeq
 	}
+	rep.Events = l.takeEventsLocked(budget)
+	l.dropped = 0
+	return rep
+}
+
+// takeEventsLocked takes the queued events that fit budget bytes (the first
+// always goes).
+func (l *lease) takeEventsLocked(budget int) []wire.Event {
 	n := 0
 	for n < len(l.events) {
 		if budget -= eventCost(l.events[n]); budget < 0 && n > 0 {
@@ -313,13 +397,30 @@ func (l *lease) replyLocked() wire.KeepAliveReply {
 		}
 		n++
 	}
-	rep.Events = l.events[:n:n]
+	evs := l.events[:n:n]
 	l.events = l.events[n:]
 	if len(l.events) == 0 {
 		l.events = nil
 	}
-	l.dropped = 0
-	return rep
+	return evs
+}
+
+// pushLocked sends l's queued events (and the count of dropped ones) to
+// its parked stream KeepAlive p as pushes, leaving p parked, until the
+// session's out-queue is full (the rest then wait for p's reply). It
+// returns the drain to run without t.mu (nil: none needed).
+func (t *leaseTable) pushLocked(l *lease, p *poll) (drain func()) {
+	for len(l.events) > 0 || l.dropped > 0 {
+		if len(l.out) >= maxStreamedOut {
+			break
+		}
+		rep := wire.KeepAliveReply{Events: l.takeEventsLocked(wire.KeepAliveBytes), Dropped: l.dropped}
+		l.dropped = 0
+		if d := t.queueLocked(l, p.c, p.reqID, rep, true); d != nil {
+			drain = d
+		}
+	}
+	return drain
 }
 
 // answerAll replies to parked polls; called without t.mu so a slow client
@@ -336,10 +437,15 @@ func answerAll(ps []*poll, body any, err error) {
 type earlyReply struct {
 	p    *poll
 	body any
+	// drain, if set, writes a stream KeepAlive's queued answers instead.
+	drain func()
 }
 
 func (e earlyReply) send() {
-	if e.p != nil {
+	switch {
+	case e.drain != nil:
+		e.drain()
+	case e.p != nil:
 		e.p.c.reply(e.p.reqID, e.body, nil)
 	}
 }
@@ -359,6 +465,9 @@ func (t *leaseTable) takePollLocked(l *lease) earlyReply {
 	p.answered = true
 	p.timer.Stop()
 	l.poll = nil
+	if p.stream {
+		return earlyReply{drain: t.queueLocked(l, p.c, p.reqID, l.replyLocked(), false)}
+	}
 	return earlyReply{p: p, body: l.replyLocked()}
 }
 
@@ -475,6 +584,19 @@ func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 		}
 		l.events = append(l.events, e)
 	}
+	if sp := l.poll; sp != nil && sp.stream && len(l.invals) == 0 {
+		// A stream KeepAlive: the events go out now and it stays parked,
+		// so the client need not send another KeepAlive to hear of the
+		// next write (half the messages of a config fan-out).
+		// If its out-queue is full (a client that does not read), the
+		// rest wait for the KeepAlive's reply at the end of its hold.
+		drain := t.pushLocked(l, sp)
+		t.mu.Unlock()
+		if drain != nil {
+			t.goSend(drain)
+		}
+		return
+	}
 	p := t.takePollLocked(l)
 	t.mu.Unlock()
 	// pushEvents runs on raft's apply goroutine: never write to a client's
@@ -482,7 +604,7 @@ func (t *leaseTable) pushEvents(id uint64, evs []wire.Event) {
 	// left to another goroutine: a kept worker's, whose stack has already
 	// grown to what encoding and sending take (a new goroutine per send
 	// grew and copied its stack on every event).
-	if p.p != nil {
+	if p.p != nil || p.drain != nil {
 		t.goSend(p.send)
 	}
 }

@@ -153,7 +153,7 @@ func TestKeepAliveManyAnsweredByADelivery(t *testing.T) {
 	// that call too (one poll per session at a time).
 	var r2 replies
 	lt.keepAliveMany(&r2, 2, "p", entries(1, 3))
-	if err := lt.keepAlive(&r, 3, 3, false, 0); err != nil {
+	if err := lt.keepAlive(&r, 3, 3, false, 0, false); err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
 	if got := sessionsOf(manyReply(t, &r2, 2)); !slices.Equal(got, []uint64{1, 3}) {

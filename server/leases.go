@@ -130,6 +130,11 @@ type lease struct {
 	dropped uint64
 	// fillBytes: the event contents (fill.go) among events.
 	fillBytes int
+	// out holds the answers to the session's stream KeepAlives not yet
+	// written, in order (queueLocked); draining is set while a goroutine
+	// writes them.
+	out      []streamed
+	draining bool
 	// unflushed is open while a session carried over from an earlier master
 	// has not sent this master a KeepAlive: its client may not have heard of
 	// the failover and may still serve what it cached under the old master,

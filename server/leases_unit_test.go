@@ -66,12 +66,19 @@ type replyRec struct {
 	id   uint64
 	body any
 	err  error
+	more bool // a push: the call stays open
 }
 
 func (r *replies) reply(id uint64, body any, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, replyRec{id, body, err})
+	r.got = append(r.got, replyRec{id: id, body: body, err: err})
+}
+
+func (r *replies) push(id uint64, body any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, replyRec{id: id, body: body, more: true})
 }
 
 func (r *replies) all() []replyRec {
@@ -154,7 +161,7 @@ func TestKeepAliveExtendsLease(t *testing.T) {
 	lt.add(clk.Now(), 1, unitTTL, nil, "")
 	var r replies
 	clk.Advance(unitTTL - time.Second)
-	if err := lt.keepAlive(&r, 7, 1, true, 0); err != nil {
+	if err := lt.keepAlive(&r, 7, 1, true, 0, false); err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
 	if got := r.all(); len(got) != 1 || got[0].id != 7 || got[0].err != nil {
@@ -166,7 +173,7 @@ func TestKeepAliveExtendsLease(t *testing.T) {
 	wantExpired(t, lt)
 	clk.Advance(time.Millisecond)
 	wantExpired(t, lt, 1)
-	if err := lt.keepAlive(&r, 8, 1, true, 0); !errors.Is(err, wire.ErrUnavailable) {
+	if err := lt.keepAlive(&r, 8, 1, true, 0, false); !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("KeepAlive of a session being expired: %v; want ErrUnavailable", err)
 	}
 }
@@ -181,7 +188,7 @@ func TestParkedKeepAliveRenews(t *testing.T) {
 	var r replies
 	maxHold := unitTTL/3 + unitTTL/15
 	for i := range 10 {
-		if err := lt.keepAlive(&r, uint64(i), 1, false, 0); err != nil {
+		if err := lt.keepAlive(&r, uint64(i), 1, false, 0, false); err != nil {
 			t.Fatalf("KeepAlive %d: %v", i, err)
 		}
 		if n := len(r.all()); n != i {
@@ -208,7 +215,7 @@ func TestDemoteClearsLeases(t *testing.T) {
 	lt.add(clk.Now(), 2, 2*unitTTL, nil, "")
 	clk.Advance(unitTTL) // 1 runs out: its expiry waits to be taken
 	var r replies
-	if err := lt.keepAlive(&r, 9, 2, false, 0); err != nil {
+	if err := lt.keepAlive(&r, 9, 2, false, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	lt.Demote()
@@ -244,7 +251,7 @@ func TestPromoteGivesFreshLeases(t *testing.T) {
 	}
 	var r replies
 	clk.Advance(time.Second)
-	if err := lt.keepAlive(&r, 1, 1, true, 0); err != nil {
+	if err := lt.keepAlive(&r, 1, 1, true, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -298,7 +305,7 @@ func TestManyLeasesEndTogether(t *testing.T) {
 	for id := uint64(1); id <= n; id++ {
 		switch id % 3 {
 		case 0:
-			if err := lt.keepAlive(&r, id, id, true, 0); err != nil {
+			if err := lt.keepAlive(&r, id, id, true, 0, false); err != nil {
 				t.Fatal(err)
 			}
 		case 1:
@@ -426,7 +433,7 @@ func TestDeadClientEndsTTLAfterLastKeepAlive(t *testing.T) {
 	var r replies
 	clk.Advance(time.Second)
 	arrived := clk.Now()
-	if err := lt.keepAlive(&r, 1, 1, false, 0); err != nil {
+	if err := lt.keepAlive(&r, 1, 1, false, 0, false); err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
 	maxHold := unitTTL/3 + unitTTL/15

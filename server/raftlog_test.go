@@ -26,6 +26,20 @@ import (
 // lock and every session are there, and going back to bolt is refused.
 func TestRaftLogMigratesToWAL(t *testing.T) {
 	t.Parallel()
+	// The final checks' failures are logged again after the cell's
+	// shutdown (this cleanup runs last), so a truncated log of a failed
+	// run still ends with what failed.
+	var failures []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		t.Errorf(format, args...)
+	}
+	t.Cleanup(func() {
+		if len(failures) > 0 {
+			t.Logf("TestRaftLogMigratesToWAL: %d final checks failed, the first: %s", len(failures), failures[0])
+		}
+	})
 	c := cell.StartCluster(t, 3, cell.WithServerConfig(func(i int, cfg *server.Config) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 50*time.Millisecond
 		cfg.RaftLog = server.RaftLogBolt // as a build before wal was the default made it
@@ -96,14 +110,14 @@ func TestRaftLogMigratesToWAL(t *testing.T) {
 	reader := c.Dial(t, client.Config{})
 	for p, v := range want {
 		if got := contents(t, reader, p); got != v {
-			t.Errorf("%s = %q, want %q", p, got, v)
+			fail("%s = %q, want %q", p, got, v)
 		}
 	}
 	if got := c.Server(m).Status().Sessions; got < sessions {
-		t.Errorf("sessions after the move to wal: %d, want at least the %d before", got, sessions)
+		fail("sessions after the move to wal: %d, want at least the %d before", got, sessions)
 	}
 	if !checkSeq(t, reader, sequencer(t, lock)) {
-		t.Error("the lock taken under bolt is no longer held")
+		fail("the lock taken under bolt is no longer held")
 	}
 	// Every server, each now on its wal, follows what the master commits
 	// after the checks (the reader's session): waited for, not compared at
@@ -121,6 +135,6 @@ func TestRaftLogMigratesToWAL(t *testing.T) {
 		defer s.Close()
 	}
 	if err == nil || !strings.Contains(err.Error(), "-raft-log wal") {
-		t.Errorf("bolt on a wal data dir: %v, want a refusal", err)
+		fail("bolt on a wal data dir: %v, want a refusal", err)
 	}
 }

@@ -126,7 +126,7 @@ func TestKeepAliveRepliesSplit(t *testing.T) {
 		if call > 50 {
 			t.Fatalf("after 50 KeepAlives: %d of %d events, invalidations acknowledged to %d of 400", len(gotEvents), len(want), ack)
 		}
-		if err := lt.keepAlive(r, call, 1, false, ack); err != nil {
+		if err := lt.keepAlive(r, call, 1, false, ack, false); err != nil {
 			t.Fatal(err)
 		}
 		all := r.all()
@@ -160,7 +160,7 @@ func TestKeepAliveRepliesSplit(t *testing.T) {
 	}
 	clk.Advance(time.Second) // nothing queued now: the next KeepAlive is parked
 	n := len(r.all())
-	if err := lt.keepAlive(r, 999, 1, false, ack); err != nil {
+	if err := lt.keepAlive(r, 999, 1, false, ack, false); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.all()) != n {

@@ -59,13 +59,14 @@ func (r *Request) DecodeMsgpack(d *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (r Response) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := mp.Enc{E: e}
-	w.Map(1 + mp.Count(r.Code != "", r.Error != "", len(r.Body) > 0))
+	w.Map(1 + mp.Count(r.Code != "", r.Error != "", len(r.Body) > 0, r.More))
 	w.Uint("id", r.ID)
 	w.StrOmit("c", r.Code)
 	w.StrOmit("x", r.Error)
 	if len(r.Body) > 0 {
 		w.Raw("b", r.Body)
 	}
+	w.BoolOmit("mo", r.More)
 	return w.Err
 }
 
@@ -81,6 +82,8 @@ func (r *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 			r.Error, err = d.DecodeString()
 		case "b":
 			r.Body, err = mp.Raw(d)
+		case "mo":
+			r.More, err = d.DecodeBool()
 		default:
 			return false, nil
 		}
@@ -91,9 +94,10 @@ func (r *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (a KeepAliveArgs) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := mp.Enc{E: e}
-	w.Map(mp.Count(a.Urgent, a.AckInval != 0))
+	w.Map(mp.Count(a.Urgent, a.AckInval != 0, a.Stream))
 	w.BoolOmit("u", a.Urgent)
 	w.UintOmit("ai", a.AckInval)
+	w.BoolOmit("st", a.Stream)
 	return w.Err
 }
 
@@ -105,6 +109,8 @@ func (a *KeepAliveArgs) DecodeMsgpack(d *msgpack.Decoder) error {
 			a.Urgent, err = d.DecodeBool()
 		case "ai":
 			a.AckInval, err = d.DecodeUint64()
+		case "st":
+			a.Stream, err = d.DecodeBool()
 		default:
 			return false, nil
 		}

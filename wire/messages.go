@@ -69,6 +69,10 @@ type Response struct {
 	Code  string             `msgpack:"c,omitempty"`
 	Error string             `msgpack:"x,omitempty"`
 	Body  msgpack.RawMessage `msgpack:"b,omitempty"`
+	// More marks a partial answer: the call stays open and more answers
+	// follow, the last without More. Only a KeepAlive that asked for it
+	// (KeepAliveArgs.Stream) is answered so.
+	More bool `msgpack:"mo,omitempty"`
 }
 
 // Err rebuilds the error of a response (nil on success).
@@ -126,6 +130,14 @@ type KeepAliveArgs struct {
 	// AckInval acknowledges every invalidation up to this sequence number:
 	// the client has dropped those entries from its cache.
 	AckInval uint64 `msgpack:"ai,omitempty"`
+	// Stream asks the master to send the session's events while the call
+	// is parked, each batch as a partial answer (Response.More) carrying a
+	// KeepAliveReply with only Events and Dropped (its TTL is 0: a push
+	// grants no lease), instead of ending the call with them. The call
+	// still ends as a KeepAlive does: at the end of its hold, with an
+	// invalidation, or when the client sends another. A server that does
+	// not know the field ignores it and answers as before.
+	Stream bool `msgpack:"st,omitempty"`
 }
 
 // KeepAliveReply grants a lease of TTL measured from when the KeepAlive was
