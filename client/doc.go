@@ -17,7 +17,10 @@
 // A Client is one session. Dial finds the master (any server answers Hello
 // with the master's address), creates the session and starts the KeepAlive
 // loop: a KeepAlive is always parked on the master, which answers it after
-// about a third of the TTL or as soon as the next one arrives; the loop sends
+// about a third of the TTL or as soon as the next one arrives, or with an
+// invalidation, and which sends it the session's events meanwhile without
+// ending it (a stream KeepAlive; a Pool's KeepAliveMany does not stream);
+// the loop sends
 // the next when the answer comes or a renewal interval (at most TTL/3) after
 // the last, whichever is first. The local lease starts when a KeepAlive was sent
 // and is shortened by a drift margin, so it ends before the master's. When it

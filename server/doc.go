@@ -87,8 +87,12 @@
 // Leases live only in the master's memory. A KeepAlive extends the session
 // to its arrival + TTL, parks as a long poll (a struct and a runtime timer,
 // no goroutine) and is answered after about TTL/3, or at once when the
-// session's next KeepAlive arrives; answering does not extend the lease, so
-// a session ends exactly TTL after its last KeepAlive arrived. No
+// session's next KeepAlive arrives, or an invalidation is to be sent;
+// answering does not extend the lease, so a session ends exactly TTL after
+// its last KeepAlive arrived. A stream KeepAlive (wire.KeepAliveArgs.Stream,
+// what a Client sends) is sent the session's events as partial answers
+// while it stays parked, through the session's out-queue so that no
+// answer overtakes another. No
 // KeepAlive touches raft or disk. Leases come up in order of their ends
 // from one heap with one timer (a KeepAlive only moves the end; the entry
 // finds it moved and goes back in). A lease that ran out is handed out
