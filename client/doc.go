@@ -20,9 +20,8 @@
 // about a third of the TTL or as soon as the next one arrives, or with an
 // invalidation, and which sends it the session's events meanwhile without
 // ending it (a stream KeepAlive; a Pool's KeepAliveMany does not stream);
-// the loop sends
-// the next when the answer comes or a renewal interval (at most TTL/3) after
-// the last, whichever is first. The local lease starts when a KeepAlive was sent
+// the loop sends the next when the answer comes or a renewal interval (at
+// most TTL/3) after the last, whichever is first. The local lease starts when a KeepAlive was sent
 // and is shortened by a drift margin, so it ends before the master's. When it
 // ends without a renewal the session is in jeopardy: every held lock's
 // LockLost channel is closed (and RunLocked's context cancelled) and
