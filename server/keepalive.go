@@ -81,11 +81,15 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 }
 
 // maxStreamedOut bounds a session's answers queued but not yet written
-// (lease.out): past it, events wait in the session's event queue (which
-// has its own bound) for its next KeepAlive, as for a KeepAlive that does
-// not stream, so a client that does not read cannot grow the server's
-// memory.
-const maxStreamedOut = 64
+// (lease.out), and maxStreamedBytes the events among them (eventCost):
+// past either, events wait in the session's event queue (which has its own
+// bounds) for its next KeepAlive's reply, as for a KeepAlive that does not
+// stream, so a client that does not read cannot grow the server's memory
+// by more than that.
+const (
+	maxStreamedOut   = 64
+	maxStreamedBytes = wire.KeepAliveBytes
+)
 
 // streamed is an answer queued on a lease's out-queue: a push (more) or the
 // final reply of a stream KeepAlive.
@@ -94,6 +98,7 @@ type streamed struct {
 	reqID uint64
 	body  wire.KeepAliveReply
 	more  bool
+	cost  int // of a push's events, counted in lease.outBytes
 }
 
 // queueLocked queues an answer to a stream KeepAlive of l behind the
@@ -124,6 +129,7 @@ func (t *leaseTable) drain(l *lease) {
 		s := l.out[0]
 		l.out[0] = streamed{}
 		l.out = l.out[1:]
+		l.outBytes -= s.cost
 		t.mu.Unlock()
 		if s.more {
 			s.c.push(s.reqID, s.body)
@@ -411,14 +417,20 @@ func (l *lease) takeEventsLocked(budget int) []wire.Event {
 // returns the drain to run without t.mu (nil: none needed).
 func (t *leaseTable) pushLocked(l *lease, p *poll) (drain func()) {
 	for len(l.events) > 0 || l.dropped > 0 {
-		if len(l.out) >= maxStreamedOut {
+		if len(l.out) >= maxStreamedOut || l.outBytes >= maxStreamedBytes {
 			break
 		}
 		rep := wire.KeepAliveReply{Events: l.takeEventsLocked(wire.KeepAliveBytes), Dropped: l.dropped}
 		l.dropped = 0
+		cost := 0
+		for _, e := range rep.Events {
+			cost += eventCost(e)
+		}
 		if d := t.queueLocked(l, p.c, p.reqID, rep, true); d != nil {
 			drain = d
 		}
+		l.out[len(l.out)-1].cost = cost
+		l.outBytes += cost
 	}
 	return drain
 }

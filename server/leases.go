@@ -134,6 +134,7 @@ type lease struct {
 	// written, in order (queueLocked); draining is set while a goroutine
 	// writes them.
 	out      []streamed
+	outBytes int // the events' cost in out
 	draining bool
 	// unflushed is open while a session carried over from an earlier master
 	// has not sent this master a KeepAlive: its client may not have heard of

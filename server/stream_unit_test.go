@@ -163,51 +163,88 @@ func (b *blockingReplier) push(id uint64, body any) {
 }
 
 // TestStreamOutQueueBounded: while a session's answers are not being
-// written (its client does not read), at most maxStreamedOut wait on the
-// master; later events stay in the session's bounded event queue and go
-// with the KeepAlive's reply. Nothing is lost or reordered.
+// written (its client does not read), at most maxStreamedOut answers, and
+// maxStreamedBytes of events (plus the last push's), wait on the master;
+// later events stay in the session's bounded event queue and go with the
+// KeepAlive's reply. Nothing is lost or reordered.
 func TestStreamOutQueueBounded(t *testing.T) {
-	clk := session.NewManualClock(unitStart)
-	lt := newUnitLeases(t, clk, &fakeStall{})
-	lt.sendOn = func(f func()) { go f() }
-	lt.add(clk.Now(), 1, unitTTL, nil, "")
-	b := &blockingReplier{entered: make(chan struct{}), release: make(chan struct{})}
-	if err := lt.keepAlive(b, 1, 1, false, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	lt.pushEvents(1, []wire.Event{streamEvent(1)})
-	<-b.entered // the writer is stuck on the first push
-	const total = maxStreamedOut + 50
-	for i := 2; i <= total; i++ {
-		lt.pushEvents(1, []wire.Event{streamEvent(i)})
-	}
-	lt.mu.Lock()
-	queued, waiting := len(lt.m[1].out), len(lt.m[1].events)
-	lt.mu.Unlock()
-	if queued != maxStreamedOut || waiting != total-1-maxStreamedOut {
-		t.Fatalf("out-queue %d, event queue %d; want %d and %d", queued, waiting, maxStreamedOut, total-1-maxStreamedOut)
-	}
-	close(b.release)
-	clk.Advance(unitTTL / 2) // the hold ends: the reply takes the rest
-	deadline := time.Now().Add(10 * time.Second)
-	var evs []wire.Event
-	for time.Now().Before(deadline) {
-		got := b.all()
-		if len(got) > 0 && !got[len(got)-1].more {
-			evs = nil
+	for _, tc := range []struct {
+		name string
+		size int // contents per event
+	}{{"small events", 0}, {"large events", 16 << 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := session.NewManualClock(unitStart)
+			lt := newUnitLeases(t, clk, &fakeStall{})
+			lt.sendOn = func(f func()) { go f() }
+			lt.add(clk.Now(), 1, unitTTL, nil, "")
+			b := &blockingReplier{entered: make(chan struct{}), release: make(chan struct{})}
+			if err := lt.keepAlive(b, 1, 1, false, 0, true); err != nil {
+				t.Fatal(err)
+			}
+			event := func(i int) wire.Event {
+				e := streamEvent(i)
+				if tc.size > 0 {
+					e.Contents = &wire.EventContents{Data: make([]byte, tc.size)}
+				}
+				return e
+			}
+			lt.pushEvents(1, []wire.Event{event(1)})
+			<-b.entered // the writer is stuck on the first push
+			const total = maxStreamedOut + 50
+			for i := 2; i <= total; i++ {
+				lt.pushEvents(1, []wire.Event{event(i)})
+			}
+			lt.mu.Lock()
+			l := lt.m[1]
+			queued, bytes, waiting := len(l.out), l.outBytes, len(l.events)
+			lt.mu.Unlock()
+			one := eventCost(event(1))
+			if queued > maxStreamedOut || bytes > maxStreamedBytes+one || queued+waiting != total-1 {
+				t.Fatalf("out-queue %d answers (%d bytes), event queue %d; want at most %d answers and %d bytes, %d in all",
+					queued, bytes, waiting, maxStreamedOut, maxStreamedBytes+one, total-1)
+			}
+			if queued < maxStreamedOut && bytes < maxStreamedBytes {
+				t.Fatalf("out-queue %d answers (%d bytes) with %d events waiting: stopped before either bound", queued, bytes, waiting)
+			}
+			close(b.release)
+			clk.Advance(unitTTL / 2) // the hold ends: the reply takes the rest
+			deadline := time.Now().Add(10 * time.Second)
+			var got []replyRec
+			for time.Now().Before(deadline) {
+				if got = b.all(); len(got) > 0 && !got[len(got)-1].more {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			var evs []wire.Event
 			for _, g := range got {
 				evs = append(evs, g.body.(wire.KeepAliveReply).Events...)
 			}
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if len(evs) != total {
-		t.Fatalf("%d events delivered, want %d", len(evs), total)
-	}
-	for i, ev := range evs {
-		if ev != streamEvent(i+1) {
-			t.Fatalf("event %d: %+v, want %+v", i, ev, streamEvent(i+1))
-		}
+			// What one reply does not hold comes with the next KeepAlives,
+			// answered at once while events wait.
+			for call := uint64(2); len(evs) < total && call < 50; call++ {
+				n := len(b.all())
+				if err := lt.keepAlive(b, call, 1, false, 0, true); err != nil {
+					t.Fatal(err)
+				}
+				for _, g := range b.all()[n:] {
+					evs = append(evs, g.body.(wire.KeepAliveReply).Events...)
+				}
+			}
+			if len(evs) != total {
+				t.Fatalf("%d events delivered, want %d", len(evs), total)
+			}
+			for i, ev := range evs {
+				if ev.Type != event(i+1).Type || ev.Path != event(i+1).Path {
+					t.Fatalf("event %d: %+v, want %+v", i, ev, event(i+1))
+				}
+			}
+			lt.mu.Lock()
+			left := l.outBytes
+			lt.mu.Unlock()
+			if left != 0 {
+				t.Fatalf("%d bytes still counted in the drained out-queue", left)
+			}
+		})
 	}
 }
