@@ -21,13 +21,13 @@
 // invalidation, and which sends it the session's events meanwhile without
 // ending it (a stream KeepAlive; a Pool's KeepAliveMany does not stream);
 // the loop sends the next when the answer comes or a renewal interval (at
-// most TTL/3) after the last, whichever is first. The local lease starts when a KeepAlive was sent
-// and is shortened by a drift margin, so it ends before the master's. When it
-// ends without a renewal the session is in jeopardy: every held lock's
-// LockLost channel is closed (and RunLocked's context cancelled) and
-// EventJeopardy is delivered; the loop keeps reconnecting with jittered
-// backoff for the grace period (45 s) and then reports EventSafe or
-// EventExpired.
+// most TTL/3) after the last, whichever is first. The local lease starts
+// when a KeepAlive was sent and is shortened by a drift margin, so it ends
+// before the master's. When it ends without a renewal the session is in
+// jeopardy: every held lock's LockLost channel is closed (and RunLocked's
+// context cancelled) and EventJeopardy is delivered; the loop keeps
+// reconnecting with jittered backoff for the grace period (45 s) and then
+// reports EventSafe or EventExpired.
 //
 //	Dial ─► connect (discovery.go: Hello to one server at a time, in a random
 //	  │      order, the next after a refusal or 150 ms; the master's connection

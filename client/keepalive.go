@@ -75,8 +75,8 @@ func (c *Client) keepAliveLoop() {
 			c.rngMu.Unlock()
 			conn.keepAlive(ctx, epoch, c.session(), args, func(rep wire.KeepAliveReply, err error) {
 				results.put(result{sentAt: now, epoch: epoch, rep: rep, err: err, conn: conn})
-			}, func(rep wire.KeepAliveReply) {
-				results.put(result{epoch: epoch, rep: rep, conn: conn, push: true})
+			}, func(rep wire.KeepAliveReply, err error) {
+				results.put(result{epoch: epoch, rep: rep, err: err, conn: conn, push: true})
 			})
 		}
 		c.mu.Lock()
@@ -112,6 +112,12 @@ func (c *Client) keepAliveLoop() {
 				continue
 			}
 			if r.push {
+				if r.err != nil {
+					// Its events are lost: counted as the master's drops are.
+					c.dropped.Add(1)
+					c.log.Warn("an event push from the master could not be read", "err", r.err)
+					continue
+				}
 				c.pushed(r.epoch, r.rep)
 				continue
 			}

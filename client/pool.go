@@ -296,16 +296,17 @@ func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
 // loop ends its view when it stops). On a Client's own connection, pushed
 // (if not nil) makes it a stream KeepAlive: the events the master sends
 // while it stays parked go to pushed, on the reader, in order, before
-// deliver gets the answer that ends it (a KeepAliveMany does not stream).
-func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error), pushed func(wire.KeepAliveReply)) {
+// deliver gets the answer that ends it (a KeepAliveMany does not stream);
+// a push that does not decode comes with its error.
+func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error), pushed func(wire.KeepAliveReply, error)) {
 	if c.t.pool == nil {
 		args.Stream = pushed != nil
 		c.t.callAsync(ctx, wire.MKeepAlive, epoch, sess, args, func(resp *wire.Response, err error) {
 			var rep wire.KeepAliveReply
 			if err == nil && resp.More {
 				// Events pushed while the KeepAlive stays parked.
-				if responseInto(wire.MKeepAlive, resp, &rep) == nil && pushed != nil {
-					pushed(rep)
+				if pushed != nil {
+					pushed(rep, responseInto(wire.MKeepAlive, resp, &rep))
 				}
 				return
 			}
