@@ -56,7 +56,7 @@ func (t *leaseTable) keepAlive(c replier, reqID, id uint64, urgent bool, ackInva
 	switch {
 	case answerNow && stream:
 		// After what is queued for the session's earlier KeepAlive.
-		drain = t.queueLocked(l, c, reqID, l.replyLocked(), false)
+		drain = t.queueLocked(l, c, reqID, l.replyLocked(), final)
 	case answerNow:
 		rep = l.replyLocked()
 	default:
@@ -91,6 +91,9 @@ const (
 	maxStreamedBytes = wire.KeepAliveBytes
 )
 
+// final, as queueLocked's pushCost, queues a stream KeepAlive's final reply.
+const final = -1
+
 // streamed is an answer queued on a lease's out-queue: a push (more) or the
 // final reply of a stream KeepAlive.
 type streamed struct {
@@ -102,13 +105,20 @@ type streamed struct {
 }
 
 // queueLocked queues an answer to a stream KeepAlive of l behind the
-// session's answers queued before it. It returns the func that writes them
+// session's answers queued before it: a push carrying events of pushCost
+// bytes (counted in l.outBytes until written), or with pushCost < 0 the
+// final reply. It returns the func that writes them
 // (without t.mu), or nil when a drain already under way will: one drain at
 // a time per session, so a final reply never overtakes an earlier push and
 // the pushes of one KeepAlive never overtake the final reply of the one
 // before (sends otherwise run on several workers and may cross).
-func (t *leaseTable) queueLocked(l *lease, c replier, reqID uint64, body wire.KeepAliveReply, more bool) func() {
-	l.out = append(l.out, streamed{c: c, reqID: reqID, body: body, more: more})
+func (t *leaseTable) queueLocked(l *lease, c replier, reqID uint64, body wire.KeepAliveReply, pushCost int) func() {
+	s := streamed{c: c, reqID: reqID, body: body, more: pushCost >= 0}
+	if s.more {
+		s.cost = pushCost
+		l.outBytes += pushCost
+	}
+	l.out = append(l.out, s)
 	if l.draining {
 		return nil
 	}
@@ -280,7 +290,7 @@ func (t *leaseTable) answer(p *poll) {
 		p.answered = true
 		l.poll = nil
 		if p.stream {
-			drain := t.queueLocked(l, p.c, p.reqID, l.replyLocked(), false)
+			drain := t.queueLocked(l, p.c, p.reqID, l.replyLocked(), final)
 			t.mu.Unlock()
 			if drain != nil {
 				drain()
@@ -385,30 +395,32 @@ func (l *lease) replyLocked() wire.KeepAliveReply {
 	if len(l.invals) == 0 {
 		rep.InvalSeq = l.invalSeq
 	}
-	rep.Events = l.takeEventsLocked(budget)
+	rep.Events, _ = l.takeEventsLocked(budget)
 	l.dropped = 0
 	return rep
 }
 
 // takeEventsLocked takes the queued events that fit budget bytes (the first
-// always goes).
-func (l *lease) takeEventsLocked(budget int) []wire.Event {
+// always goes), and returns them with their cost (eventCost).
+func (l *lease) takeEventsLocked(budget int) (evs []wire.Event, cost int) {
 	n := 0
 	for n < len(l.events) {
-		if budget -= eventCost(l.events[n]); budget < 0 && n > 0 {
+		ec := eventCost(l.events[n])
+		if ec > budget-cost && n > 0 {
 			break
 		}
+		cost += ec
 		if c := l.events[n].Contents; c != nil {
 			l.fillBytes -= len(c.Data)
 		}
 		n++
 	}
-	evs := l.events[:n:n]
+	evs = l.events[:n:n]
 	l.events = l.events[n:]
 	if len(l.events) == 0 {
 		l.events = nil
 	}
-	return evs
+	return evs, cost
 }
 
 // pushLocked sends l's queued events (and the count of dropped ones) to
@@ -420,17 +432,12 @@ func (t *leaseTable) pushLocked(l *lease, p *poll) (drain func()) {
 		if len(l.out) >= maxStreamedOut || l.outBytes >= maxStreamedBytes {
 			break
 		}
-		rep := wire.KeepAliveReply{Events: l.takeEventsLocked(wire.KeepAliveBytes), Dropped: l.dropped}
+		evs, cost := l.takeEventsLocked(wire.KeepAliveBytes)
+		rep := wire.KeepAliveReply{Events: evs, Dropped: l.dropped}
 		l.dropped = 0
-		cost := 0
-		for _, e := range rep.Events {
-			cost += eventCost(e)
-		}
-		if d := t.queueLocked(l, p.c, p.reqID, rep, true); d != nil {
+		if d := t.queueLocked(l, p.c, p.reqID, rep, cost); d != nil {
 			drain = d
 		}
-		l.out[len(l.out)-1].cost = cost
-		l.outBytes += cost
 	}
 	return drain
 }
@@ -478,7 +485,7 @@ func (t *leaseTable) takePollLocked(l *lease) earlyReply {
 	p.timer.Stop()
 	l.poll = nil
 	if p.stream {
-		return earlyReply{drain: t.queueLocked(l, p.c, p.reqID, l.replyLocked(), false)}
+		return earlyReply{drain: t.queueLocked(l, p.c, p.reqID, l.replyLocked(), final)}
 	}
 	return earlyReply{p: p, body: l.replyLocked()}
 }
