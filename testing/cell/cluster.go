@@ -117,6 +117,14 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := 0; i < n; i++ {
 		c.addrIndex[raft.ServerAddress(raftAddr(i))] = i
 	}
+	// The test's temporary directory is made before closeAll is
+	// registered, so its removal (registered by the first t.TempDir)
+	// runs after the servers are closed: cleanups run last-registered
+	// first, and a removal while servers still write their logs and
+	// snapshots failed with "directory not empty" or took the segment
+	// files from under a running follower, which then panicked with
+	// "log not found".
+	_ = t.TempDir()
 	t.Cleanup(c.closeAll)
 
 	var lastErr error

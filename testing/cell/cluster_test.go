@@ -99,3 +99,51 @@ func TestProxyBlackhole(t *testing.T) {
 		t.Fatalf("write after heal: %v", err)
 	}
 }
+
+// dirOrderTB is a test whose temporary directory's removal (registered,
+// as testing.T does, by the first TempDir call) records which of the
+// cluster's servers were still running when it ran.
+type dirOrderTB struct {
+	*testing.T
+	c           **cell.Cluster
+	registered  bool
+	runningThen []int
+	removed     bool
+}
+
+func (o *dirOrderTB) TempDir() string {
+	if !o.registered {
+		o.registered = true
+		o.T.Cleanup(func() {
+			if *o.c != nil {
+				o.runningThen = (*o.c).Running()
+			}
+			o.removed = true
+		})
+	}
+	return o.T.TempDir()
+}
+
+// TestClusterClosedBeforeDirRemoved: a cluster's servers are closed before
+// the test's temporary directory is removed. The other way round, the
+// removal raced with servers writing their logs and snapshots: it failed
+// with "directory not empty", or took the log's segment files from under
+// a running follower, which panicked with "log not found"
+// (TestRaftLogMigratesToWAL's failures in CI).
+func TestClusterClosedBeforeDirRemoved(t *testing.T) {
+	var c *cell.Cluster
+	o := &dirOrderTB{c: &c}
+	t.Run("cluster", func(t *testing.T) {
+		o.T = t
+		c = cell.StartCluster(o, 3)
+		if _, err := c.Dial(t, client.Config{}).WriteFile(context.Background(), c.Path("f"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !o.removed {
+		t.Fatal("the temporary directory's removal did not run")
+	}
+	if len(o.runningThen) > 0 {
+		t.Fatalf("servers %v were still running when the temporary directory was removed", o.runningThen)
+	}
+}
