@@ -259,11 +259,15 @@ func TestTLSReload(t *testing.T) {
 	// principal read the lock's node.
 	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "write", p0("acl/everyone"), "*")...))
 	wantOK(t, s.Sh(t, append(p.ShArgs("alice"), "acl", "set", p0("reload-lock"), "-read", "everyone")...))
+	// serial is the serial of the certificate srv serves to a client
+	// trusting roots; a handshake that fails (srv has not reloaded yet: a
+	// SIGHUP is handled asynchronously) is logged and gives "".
 	serial := func(srv *proc.Server, roots proc.PKI, who string) string {
 		t.Helper()
 		conn, err := tls.Dial("tcp", srv.RPCAddr, roots.TLSConfig(t, who, "server.local.chubby"))
 		if err != nil {
-			t.Fatalf("TLS to %s: %v", srv.NodeID, err)
+			t.Logf("TLS to %s: %v", srv.NodeID, err)
+			return ""
 		}
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
