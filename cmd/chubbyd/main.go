@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/chubby-dev/chubby/fs"
 	"github.com/chubby-dev/chubby/internal/commalist"
+	"github.com/chubby-dev/chubby/internal/procs"
 	"github.com/chubby-dev/chubby/server"
 	"github.com/hashicorp/go-hclog"
 )
@@ -61,6 +65,7 @@ func run(args []string) int {
 	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
 	admins := fl.String("acl-admins", strings.Join(server.DefaultAdmins, ","), "comma-separated principals allowed backups, remove-server and (with TLS) the status page and metrics")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")
+	procsFlag := fl.String("procs", "auto", `processors for Go code: "auto" (one while the process uses under half a core for a second, all as soon as it uses 0.8 of one; off when GOMAXPROCS is set), "all", or a number`)
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -100,6 +105,12 @@ func run(args []string) int {
 		cfg.GossipKey = k
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chubbyd", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr, JSONFormat: *logJSON})
+	procsCtl, err := setProcs(*procsFlag, cfg.Logger)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chubbyd: -procs: %v\n", err)
+		return 2
+	}
+	defer procsCtl.Stop()
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return 2
@@ -128,6 +139,29 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// setProcs applies -procs: "auto" starts a procs.Controller unless the
+// GOMAXPROCS environment variable is set, "all" leaves Go's default, and a
+// number sets GOMAXPROCS to it.
+func setProcs(v string, log hclog.Logger) (*procs.Controller, error) {
+	switch v {
+	case "auto":
+		if os.Getenv("GOMAXPROCS") != "" {
+			return nil, nil
+		}
+		return procs.Start(100*time.Millisecond, func(n int, cores float64) {
+			log.Info("processors changed", "gomaxprocs", n, "cpu_cores", fmt.Sprintf("%.2f", cores))
+		}), nil
+	case "all":
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("%q: want auto, all or a number of at least 1", v)
+	}
+	runtime.GOMAXPROCS(n)
+	return nil, nil
 }
 
 // runRestore is `chubbyd restore`: it prepares an empty data directory from

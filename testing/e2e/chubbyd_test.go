@@ -53,6 +53,8 @@ func TestChubbydFlags(t *testing.T) {
 			{[]string{"-bootstrap-expect", "6"}, "bootstrap-expect"}, // at most 5 voters
 			{[]string{"-node-id", ""}, "node-id"},
 			{[]string{"-no-such-flag"}, "no-such-flag"},
+			{[]string{"-procs", "0"}, "procs"},
+			{[]string{"-procs", "many"}, "procs"},
 			{[]string{"stray-argument"}, "stray-argument"},
 		} {
 			r := proc.RunChubbyd(t, 15*time.Second, append(append([]string{}, base...), tc.args...)...)
@@ -96,6 +98,27 @@ func TestChubbydFlags(t *testing.T) {
 		plain := proc.StartServer(t, proc.Options{})
 		if code := get(plain, "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
 			t.Errorf("without -pprof: /debug/pprof/goroutine answered %d, want 404", code)
+		}
+	})
+
+	t.Run("procs", func(t *testing.T) {
+		// -procs auto (the default): an idle server falls to one processor
+		// a second after it starts and says so; it still serves.
+		auto := proc.StartServer(t, proc.Options{LogLevel: "info"})
+		all := proc.StartServer(t, proc.Options{LogLevel: "info", ExtraArgs: []string{"-procs", "all"}})
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(auto.Log(), "processors changed: gomaxprocs=1") {
+			if time.Now().After(deadline) {
+				t.Fatalf("idle server with -procs auto did not fall to one processor in 30 s\n%s", auto.Log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		wantOK(t, auto.Sh(t, "write", p("procs"), "one processor"))
+		if got := wantOK(t, auto.Sh(t, "cat", p("procs"))); got != "one processor" {
+			t.Errorf("cat after the fall = %q", got)
+		}
+		if strings.Contains(all.Log(), "processors changed") {
+			t.Errorf("-procs all changed its processors\n%s", all.Log())
 		}
 	})
 

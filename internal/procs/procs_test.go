@@ -1,0 +1,124 @@
+package procs
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+func feed(p Policy, s *State, cores float64, n int) int {
+	procs := s.Procs
+	for i := 0; i < n; i++ {
+		procs = p.Next(s, cores)
+	}
+	return procs
+}
+
+func TestPolicyFallsAfterHoldAndQuietSecond(t *testing.T) {
+	p := DefaultPolicy(4)
+	s := p.NewState()
+	// Idle from the start: a quiet second, then one processor.
+	if got := feed(p, &s, 0.1, p.DownSamples-1); got != 4 {
+		t.Fatalf("after %d quiet samples: %d processors, want 4", p.DownSamples-1, got)
+	}
+	if got := p.Next(&s, 0.1); got != 1 {
+		t.Fatalf("after %d quiet samples: %d processors, want 1", p.DownSamples, got)
+	}
+}
+
+func TestPolicyBusySampleResetsTheCount(t *testing.T) {
+	p := DefaultPolicy(2)
+	s := p.NewState()
+	feed(p, &s, 0.1, p.DownSamples-1)
+	if got := p.Next(&s, 1.5); got != 2 { // one busy sample
+		t.Fatalf("busy sample: %d processors, want 2", got)
+	}
+	if got := feed(p, &s, 0.1, p.DownSamples-1); got != 2 {
+		t.Fatalf("count not reset by a busy sample: %d processors", got)
+	}
+	if got := p.Next(&s, 0.1); got != 1 {
+		t.Fatalf("%d processors, want 1", got)
+	}
+	// Between Down and Up nothing moves either way.
+	if got := feed(p, &s, (p.Down+p.Up)/2, 100); got != 1 {
+		t.Fatalf("in the band at one processor: %d, want 1", got)
+	}
+}
+
+func TestPolicyRisesAtOnceAndHoldsLongerWhenFlapping(t *testing.T) {
+	p := DefaultPolicy(8)
+	s := p.NewState()
+	feed(p, &s, 0, p.DownSamples)
+	if s.Procs != 1 {
+		t.Fatalf("not at one processor: %d", s.Procs)
+	}
+	if got := p.Next(&s, p.Up+0.01); got != 8 {
+		t.Fatalf("busy at one processor: %d, want 8", got)
+	}
+	// It fell and rose within a hold: the next hold is twice as long.
+	if got := feed(p, &s, 0, 2*p.Hold); got != 8 {
+		t.Fatalf("fell during a doubled hold: %d", got)
+	}
+	if got := feed(p, &s, 0, p.DownSamples); got != 1 {
+		t.Fatalf("after the doubled hold and a quiet second: %d, want 1", got)
+	}
+	// Flapping again and again: the hold doubles up to MaxHold, no further.
+	for i := 0; i < 10; i++ {
+		p.Next(&s, 2)
+		if s.holdLen > p.MaxHold {
+			t.Fatalf("hold %d past MaxHold %d", s.holdLen, p.MaxHold)
+		}
+		feed(p, &s, 0, s.holdLen+p.DownSamples)
+		if s.Procs != 1 {
+			t.Fatalf("round %d: did not fall after its hold", i)
+		}
+	}
+	if s.holdLen != p.MaxHold {
+		t.Fatalf("hold after flapping %d, want %d", s.holdLen, p.MaxHold)
+	}
+	// A rise long after the last fall starts again from Hold.
+	feed(p, &s, 0.7, 2*p.MaxHold)
+	p.Next(&s, 2)
+	if s.holdLen != p.Hold || s.Procs != 8 {
+		t.Fatalf("after a long quiet stay: hold %d procs %d, want %d and 8", s.holdLen, s.Procs, p.Hold)
+	}
+}
+
+func TestPolicyOneProcessorNeverMoves(t *testing.T) {
+	p := DefaultPolicy(1)
+	s := p.NewState()
+	for _, c := range []float64{0, 5, 0, 5} {
+		if got := feed(p, &s, c, 200); got != 1 {
+			t.Fatalf("max 1: %d processors", got)
+		}
+	}
+}
+
+func TestControllerStopRestoresProcessors(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS of at least 2")
+	}
+	before := runtime.GOMAXPROCS(0)
+	changes := make(chan int, 8)
+	c := Start(time.Millisecond, func(n int, _ float64) {
+		select {
+		case changes <- n:
+		default:
+		}
+	})
+	// An idle test process falls to one processor after the hold and a
+	// quiet run of samples (about 60 samples of 1 ms).
+	select {
+	case n := <-changes:
+		if n != 1 {
+			t.Fatalf("first change to %d processors, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle process did not fall to one processor")
+	}
+	c.Stop()
+	c.Stop() // twice is harmless
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("after Stop GOMAXPROCS %d, want %d", got, before)
+	}
+}
