@@ -38,7 +38,7 @@ func (s *Server) hello(c *call, _ *noArgs) (any, error) {
 
 func (s *Server) listMembers(c *call, _ *noArgs) (any, error) {
 	cf := s.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := s.awaitRaft(cf); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
 	_, leader := s.raft.LeaderWithID()
@@ -67,7 +67,7 @@ func (s *Server) removeServer(c *call, a *wire.RemoveServerArgs) (any, error) {
 		return nil, err
 	}
 	cf := s.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := s.awaitRaft(cf); err != nil {
 		return nil, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
 	}
 	found, voter, voters := false, false, 0

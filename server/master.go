@@ -142,7 +142,7 @@ const expiryWorkers = maxBatchCmds
 // is still the leader. An expiry that cannot be made is abandoned and the
 // lease timer looks again later.
 func (s *Server) expireSessions(ids []uint64) {
-	if err := s.raft.VerifyLeader().Error(); err != nil {
+	if err := s.awaitRaft(s.raft.VerifyLeader()); err != nil {
 		for _, id := range ids {
 			s.expiryLog.add(hclog.Warn, "sessions not expired: leadership not confirmed", "session", id, "err", err)
 			s.leases.retryExpiry(id)

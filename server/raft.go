@@ -98,7 +98,7 @@ func (s *Server) startRaft() error {
 	s.raft = r
 	s.proposer.raft = r
 	s.startObserver()
-	s.verifier = &readVerifier{verifyLeader: func() error { return r.VerifyLeader().Error() }, serving: s.IsMaster}
+	s.verifier = &readVerifier{verifyLeader: func() error { return s.awaitRaft(r.VerifyLeader()) }, serving: s.IsMaster}
 	return nil
 }
 
@@ -238,3 +238,23 @@ func (r routeTable) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	}
 	return "", fmt.Errorf("no raft route for server %q", id)
 }
+
+// awaitRaft waits for a raft future, or until this server shuts down.
+// raft v1.8 can leave a future unanswered for ever when Shutdown races the
+// call that made it: VerifyLeader and GetConfiguration put their futures on
+// buffered channels, and one that lands after raft's main loop has exited is
+// never read. A caller here stops waiting when the server shuts down; the
+// goroutine in raftFutureWaiter then stays blocked in raft's Error until the
+// process exits (tests that check for leaked goroutines ignore it by name).
+func (s *Server) awaitRaft(f raft.Future) error {
+	done := make(chan error, 1)
+	go raftFutureWaiter(f, done)
+	select {
+	case err := <-done:
+		return err
+	case <-s.shutdown:
+		return raft.ErrRaftShutdown
+	}
+}
+
+func raftFutureWaiter(f raft.Future, done chan<- error) { done <- f.Error() }

@@ -369,7 +369,7 @@ func fetchStatus(ctx context.Context, hc *http.Client, scheme, addr string) peer
 // master's heartbeats to it fail, or when gossip declared it dead.
 func (s *Server) memberRows(ctx context.Context, self Status) ([]memberRow, string) {
 	cf := s.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := s.awaitRaft(cf); err != nil {
 		return nil, "raft configuration unavailable: " + err.Error()
 	}
 	var book map[string]memberInfo
