@@ -5,6 +5,10 @@
 //	transport), memberlist gossip, the RPC listener, /status and /metrics
 //	SIGINT/SIGTERM ──▶ Server.Close (a master hands leadership over first)
 //
+// -procs auto (the default) starts an internal/procs.Controller, which
+// runs the process on one processor while it is nearly idle and on all of
+// them when it is busy.
+//
 // Subcommands: `chubbyd restore` prepares a data directory from a backup
 // (restore.go); `chubbyd tls ca create`, `chubbyd tls cert create` and
 // `chubbyd keygen` are a built-in CA and gossip key generator for setting
