@@ -5,9 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/leak"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind: a
@@ -16,7 +15,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cell.StopExamples() // the runnable examples' cell
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := leak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

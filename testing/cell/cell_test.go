@@ -6,20 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/leak"
 	"github.com/chubby-dev/chubby/testing/wait"
 	"github.com/chubby-dev/chubby/wire"
 )
 
-// TestMain fails the package if a test leaves a goroutine behind, except
-// the waiter on a raft future that raft never answers when its Shutdown
-// races the call (Server.awaitRaft).
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/chubby-dev/chubby/server.raftFutureWaiter"))
-}
+// TestMain fails the package if a test leaves a goroutine behind, but for
+// the stranded raft waiter testing/leak names.
+func TestMain(m *testing.M) { leak.VerifyTestMain(m) }
 
 // TestStartDialRestart: the harness brings up a master, a client can write,
 // and the data survives Restart on the same data dir and ports.

@@ -22,6 +22,7 @@ import (
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/proxy"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/leak"
 	"go.uber.org/goleak"
 )
 
@@ -34,8 +35,7 @@ import (
 // model step it is in first, and a lock model's step over a long history
 // outlasted goleak's retries in CI on a loaded machine.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/chubby-dev/chubby/server.raftFutureWaiter"),
+	leak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("github.com/anishathalye/porcupine.checkParallel.func1"))
 }
 

@@ -19,10 +19,10 @@ import (
 	"github.com/chubby-dev/chubby/server"
 	"github.com/chubby-dev/chubby/testing/cell"
 	"github.com/chubby-dev/chubby/testing/fencedstore"
+	"github.com/chubby-dev/chubby/testing/leak"
 	"github.com/chubby-dev/chubby/testing/linear"
 	"github.com/chubby-dev/chubby/testing/nemesis/core"
 	"github.com/chubby-dev/chubby/testing/wait"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind, except the
@@ -32,8 +32,7 @@ import (
 // (A proposal stranded on a killed master was fixed by turning raft's
 // BatchApplyCh off; TestKilledMasterLeavesNoProposal reproduces the old bug.)
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/chubby-dev/chubby/server.raftFutureWaiter"))
+	leak.VerifyTestMain(m)
 }
 
 // The short run's seeds: fixed, so `go test` is deterministic in its
