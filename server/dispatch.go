@@ -160,16 +160,17 @@ func known(m wire.Method) bool {
 func (s *Server) dispatch(c *conn, req *wire.Request) {
 	spec := &calls[req.Method]
 	s.metrics.calls.WithLabelValues(req.Method.String()).Inc()
-	run := func(park func()) {
+	run := func(park func(), leave func()) {
 		var body any
 		err := s.precheck(c, req, spec)
 		if err == nil {
-			cl := &call{c: c, req: req, park: park}
+			cl := &call{c: c, req: req, park: func() { leave(); park() }}
 			if spec.numbered {
 				cl.callID = req.Call
 			}
 			body, err = spec.run(s, cl)
 		}
+		leave() // before the reply: the client's next call may come at once
 		if err == errDeferred {
 			return
 		}
@@ -179,10 +180,10 @@ func (s *Server) dispatch(c *conn, req *wire.Request) {
 		c.reply(req.ID, body, err)
 	}
 	if spec.inline {
-		run(func() {})
+		run(func() {}, func() {})
 		return
 	}
-	c.spawn(run)
+	c.spawn(func(park func()) { run(park, s.load.enter()) })
 }
 
 // precheck refuses a call this server may not answer: not the master, a

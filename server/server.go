@@ -55,6 +55,8 @@ type Server struct {
 	httpSrv    *http.Server
 	httpLn     net.Listener
 	metrics    *metrics
+	// load counts calls for CallLoad.
+	load callLoad
 	// journal keeps recent cell events for the status page; watch turns
 	// raft observations into journal entries, metrics and follower health.
 	journal *journal

@@ -65,7 +65,7 @@ func run(args []string) int {
 	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
 	admins := fl.String("acl-admins", strings.Join(server.DefaultAdmins, ","), "comma-separated principals allowed backups, remove-server and (with TLS) the status page and metrics")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")
-	procsFlag := fl.String("procs", "auto", `processors for Go code: "auto" (one while the process uses under 0.6 of a core for a second, all as soon as it uses 0.85 of one; off when GOMAXPROCS is set), "all", or a number`)
+	procsFlag := fl.String("procs", "auto", `processors for Go code: "auto" (one while the process uses under 0.6 of a core for a second, or under 0.85 while its calls come one at a time; all as soon as it uses 0.85 of one, or 0.5 while a third of its calls overlap; off when GOMAXPROCS is set), "all", or a number`)
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -120,6 +120,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", err)
 		return 1
 	}
+	procsCtl.CountCalls(srv.CallLoad)
 	if err := srv.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "chubbyd: %v\n", err)
 		return 1
@@ -150,8 +151,12 @@ func setProcs(v string, log hclog.Logger) (*procs.Controller, error) {
 		if os.Getenv("GOMAXPROCS") != "" {
 			return nil, nil
 		}
-		return procs.Start(100*time.Millisecond, func(n int, cores float64) {
-			log.Info("processors changed", "gomaxprocs", n, "cpu_cores", fmt.Sprintf("%.2f", cores))
+		return procs.Start(100*time.Millisecond, func(n int, x procs.Sample) {
+			args := []any{"gomaxprocs", n, "cpu_cores", fmt.Sprintf("%.2f", x.Cores)}
+			if x.Calls > 0 {
+				args = append(args, "calls", x.Calls, "overlapped", x.Overlapped)
+			}
+			log.Info("processors changed", args...)
 		}), nil
 	case "all":
 		return nil, nil

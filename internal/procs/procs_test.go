@@ -9,7 +9,7 @@ import (
 func feed(p Policy, s *State, cores float64, n int) int {
 	procs := s.Procs
 	for i := 0; i < n; i++ {
-		procs = p.Next(s, cores)
+		procs = p.Next(s, Sample{Cores: cores})
 	}
 	return procs
 }
@@ -21,7 +21,7 @@ func TestPolicyFallsAfterHoldAndQuietSecond(t *testing.T) {
 	if got := feed(p, &s, 0.1, p.DownSamples-1); got != 4 {
 		t.Fatalf("after %d quiet samples: %d processors, want 4", p.DownSamples-1, got)
 	}
-	if got := p.Next(&s, 0.1); got != 1 {
+	if got := p.Next(&s, Sample{Cores: 0.1}); got != 1 {
 		t.Fatalf("after %d quiet samples: %d processors, want 1", p.DownSamples, got)
 	}
 }
@@ -30,13 +30,13 @@ func TestPolicyBusySampleResetsTheCount(t *testing.T) {
 	p := DefaultPolicy(2)
 	s := p.NewState()
 	feed(p, &s, 0.1, p.DownSamples-1)
-	if got := p.Next(&s, 1.5); got != 2 { // one busy sample
+	if got := p.Next(&s, Sample{Cores: 1.5}); got != 2 { // one busy sample
 		t.Fatalf("busy sample: %d processors, want 2", got)
 	}
 	if got := feed(p, &s, 0.1, p.DownSamples-1); got != 2 {
 		t.Fatalf("count not reset by a busy sample: %d processors", got)
 	}
-	if got := p.Next(&s, 0.1); got != 1 {
+	if got := p.Next(&s, Sample{Cores: 0.1}); got != 1 {
 		t.Fatalf("%d processors, want 1", got)
 	}
 	// Between Down and Up nothing moves either way.
@@ -52,7 +52,7 @@ func TestPolicyRisesAtOnceAndHoldsLongerWhenFlapping(t *testing.T) {
 	if s.Procs != 1 {
 		t.Fatalf("not at one processor: %d", s.Procs)
 	}
-	if got := p.Next(&s, p.Up+0.01); got != 8 {
+	if got := p.Next(&s, Sample{Cores: p.Up + 0.01}); got != 8 {
 		t.Fatalf("busy at one processor: %d, want 8", got)
 	}
 	// It fell and rose within a hold: the next hold is twice as long.
@@ -64,7 +64,7 @@ func TestPolicyRisesAtOnceAndHoldsLongerWhenFlapping(t *testing.T) {
 	}
 	// Flapping again and again: the hold doubles up to MaxHold, no further.
 	for i := 0; i < 10; i++ {
-		p.Next(&s, 2)
+		p.Next(&s, Sample{Cores: 2})
 		if s.holdLen > p.MaxHold {
 			t.Fatalf("hold %d past MaxHold %d", s.holdLen, p.MaxHold)
 		}
@@ -78,7 +78,7 @@ func TestPolicyRisesAtOnceAndHoldsLongerWhenFlapping(t *testing.T) {
 	}
 	// A rise long after the last fall starts again from Hold.
 	feed(p, &s, 0.7, 2*p.MaxHold)
-	p.Next(&s, 2)
+	p.Next(&s, Sample{Cores: 2})
 	if s.holdLen != p.Hold || s.Procs != 8 {
 		t.Fatalf("after a long quiet stay: hold %d procs %d, want %d and 8", s.holdLen, s.Procs, p.Hold)
 	}
@@ -100,7 +100,7 @@ func TestControllerStopRestoresProcessors(t *testing.T) {
 	}
 	before := runtime.GOMAXPROCS(0)
 	changes := make(chan int, 8)
-	c := Start(time.Millisecond, func(n int, _ float64) {
+	c := Start(time.Millisecond, func(n int, _ Sample) {
 		select {
 		case changes <- n:
 		default:
@@ -120,5 +120,82 @@ func TestControllerStopRestoresProcessors(t *testing.T) {
 	c.Stop() // twice is harmless
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Fatalf("after Stop GOMAXPROCS %d, want %d", got, before)
+	}
+}
+
+// calls is a sample of n calls of which the fraction frac overlapped
+// another, at cores of CPU.
+func calls(cores float64, n uint64, frac float64) Sample {
+	return Sample{Cores: cores, Calls: n, Overlapped: uint64(float64(n) * frac)}
+}
+
+func feedSample(p Policy, s *State, x Sample, n int) int {
+	procs := s.Procs
+	for i := 0; i < n; i++ {
+		procs = p.Next(s, x)
+	}
+	return procs
+}
+
+func TestPolicySerialCallsFallToOneProcessor(t *testing.T) {
+	p := DefaultPolicy(2)
+	s := p.NewState()
+	busyish := (p.Down + p.Up) / 2 // above Down: CPU alone keeps two
+	if got := feedSample(p, &s, Sample{Cores: busyish}, 200); got != 2 {
+		t.Fatalf("no call counts, %.2f cores: %d processors, want 2", busyish, got)
+	}
+	// One client waiting for each answer: its calls never overlap.
+	serial := calls(busyish, 250, 0)
+	if got := feedSample(p, &s, serial, p.DownSamples-1); got != 2 {
+		t.Fatalf("after %d serial samples: %d processors, want 2", p.DownSamples-1, got)
+	}
+	if got := p.Next(&s, serial); got != 1 {
+		t.Fatalf("after %d serial samples: %d processors, want 1", p.DownSamples, got)
+	}
+	// Serial calls at one processor stay there.
+	if got := feedSample(p, &s, serial, 200); got != 1 {
+		t.Fatalf("serial calls at one processor: %d, want 1", got)
+	}
+}
+
+func TestPolicySerialButBusyOrFewCallsStay(t *testing.T) {
+	p := DefaultPolicy(2)
+	s := p.NewState()
+	for _, x := range []Sample{
+		calls(p.Up+0.1, 250, 0),               // serial but needs more than Up cores
+		calls(0.7, 250, p.Serial+0.05),        // overlapping a little more than Serial
+		calls(0.7, p.MinCalls-1, 0),           // too few calls to tell
+		{Cores: 0.7, Calls: 0, Overlapped: 0}, // nobody counts calls
+	} {
+		if got := feedSample(p, &s, x, 200); got != 2 {
+			t.Fatalf("sample %+v: %d processors, want 2", x, got)
+		}
+	}
+}
+
+func TestPolicyOverlappingCallsRiseAtOnce(t *testing.T) {
+	p := DefaultPolicy(4)
+	s := p.NewState()
+	feed(p, &s, 0, p.DownSamples)
+	if s.Procs != 1 {
+		t.Fatalf("not at one processor: %d", s.Procs)
+	}
+	// Overlapping calls with little CPU, or few calls: no change.
+	for _, x := range []Sample{
+		calls(p.Busy-0.1, 500, 0.9),
+		calls(0.7, p.MinCalls-1, 1),
+		calls(0.7, 500, p.Parallel-0.05),
+	} {
+		if got := feedSample(p, &s, x, 50); got != 1 {
+			t.Fatalf("sample %+v: %d processors, want 1", x, got)
+		}
+	}
+	// Two clients at once, at less CPU than Up: every processor.
+	if got := p.Next(&s, calls(0.65, 200, 0.8)); got != 4 {
+		t.Fatalf("overlapping calls at 0.65 cores: %d processors, want 4", got)
+	}
+	// They keep it there: overlapping calls are not serial.
+	if got := feedSample(p, &s, calls(0.65, 200, 0.8), 3*p.MaxHold); got != 4 {
+		t.Fatalf("overlapping calls at max: %d processors, want 4", got)
 	}
 }
