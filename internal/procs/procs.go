@@ -48,9 +48,12 @@ type Policy struct {
 	// Serial: a sample of at least MinCalls calls of which at most this
 	// fraction overlapped another, and under Up cores, counts as quiet.
 	Serial float64
-	// Parallel: at one processor, a sample of at least MinCalls calls of
-	// which more than this fraction overlapped another, and above Busy
-	// cores, moves to Max.
+	// Parallel: a sample of at least MinCalls calls of which more than
+	// this fraction overlapped another, above Busy cores, moves to Max at
+	// one processor and never counts as quiet at Max. (At one processor
+	// such a load can use less CPU than it would at two: 64 sessions
+	// locking and unlocking used 0.51 of a core there and ran at a sixth
+	// of their speed at two, where they used 1.)
 	Parallel, Busy float64
 }
 
@@ -72,16 +75,17 @@ func (p Policy) overlap(s Sample) (float64, bool) {
 }
 
 // DefaultPolicy moves to one processor when the process uses less than
-// 0.6 of a core for a second (sampled every 100 ms), or less than 0.85 of
-// one while at most a tenth of its calls (20 a sample at least) overlap
-// another; and back to max as soon as it uses more than 0.85 of one, or
-// more than half of one while more than a third of its calls overlap.
+// 0.6 of a core for a second (sampled every 100 ms) and its calls do not
+// overlap as below, or less than 0.85 of one while at most a tenth of its
+// calls (20 a sample at least) overlap another; and back to max as soon
+// as it uses more than 0.85 of one, or more than 0.4 of one while more
+// than a third of its calls overlap.
 // After a rise it stays at max for at least 5 s (longer if it flapped), so
 // a server that starts idle runs on one processor a second after its
 // start.
 func DefaultPolicy(max int) Policy {
 	return Policy{Max: max, Up: 0.85, Down: 0.6, DownSamples: 10, Hold: 50, MaxHold: 600,
-		MinCalls: 20, Serial: 0.1, Parallel: 1.0 / 3, Busy: 0.5}
+		MinCalls: 20, Serial: 0.1, Parallel: 1.0 / 3, Busy: 0.4}
 }
 
 // State is what the policy remembers between samples.
@@ -107,8 +111,9 @@ func (p Policy) Next(s *State, x Sample) int {
 	}
 	s.sinceLow++
 	frac, known := p.overlap(x)
+	parallel := known && frac > p.Parallel && x.Cores > p.Busy
 	if s.Procs == 1 {
-		if x.Cores > p.Up || (known && frac > p.Parallel && x.Cores > p.Busy) {
+		if x.Cores > p.Up || parallel {
 			if s.sinceLow <= s.holdLen { // fell and rose again soon: hold longer
 				s.holdLen *= 2
 				if s.holdLen > p.MaxHold {
@@ -125,7 +130,7 @@ func (p Policy) Next(s *State, x Sample) int {
 		s.hold--
 		return s.Procs
 	}
-	if x.Cores < p.Down || (known && frac <= p.Serial && x.Cores < p.Up) {
+	if (x.Cores < p.Down && !parallel) || (known && frac <= p.Serial && x.Cores < p.Up) {
 		s.below++
 		if s.below >= p.DownSamples {
 			s.Procs, s.below, s.sinceLow = 1, 0, 0

@@ -199,3 +199,17 @@ func TestPolicyOverlappingCallsRiseAtOnce(t *testing.T) {
 		t.Fatalf("overlapping calls at max: %d processors, want 4", got)
 	}
 }
+
+func TestPolicyOverlappingCallsUnderDownStayAtMax(t *testing.T) {
+	p := DefaultPolicy(2)
+	s := p.NewState()
+	// Concurrent calls at less CPU than Down but more than Busy: the load
+	// that would rise again at one processor does not fall.
+	if got := feedSample(p, &s, calls((p.Busy+p.Down)/2, 300, 0.9), 3*p.MaxHold); got != 2 {
+		t.Fatalf("overlapping calls at %.2f cores: %d processors, want 2", (p.Busy+p.Down)/2, got)
+	}
+	// Under Busy they count as quiet.
+	if got := feedSample(p, &s, calls(p.Busy-0.1, 300, 0.9), p.DownSamples); got != 1 {
+		t.Fatalf("overlapping calls at %.2f cores: %d processors, want 1", p.Busy-0.1, got)
+	}
+}
