@@ -3,11 +3,13 @@ package server
 import "sync/atomic"
 
 // callLoad counts the calls the server runs (not inline ones: KeepAlive,
-// Hello) and how many of them started while another was running, for the
-// chubbyd processor controller (internal/procs): a client that waits for
-// each answer before its next call finds the server running nothing else,
-// and one processor serves it sooner than two; calls that overlap need
-// every processor (issue 13).
+// Hello) and the sends of events and KeepAlive answers to sessions, and
+// how many of them started while another was running, for the chubbyd
+// processor controller (internal/procs): a client that waits for each
+// answer before its next call finds the server running nothing else, and
+// one processor serves it sooner than two; calls that overlap, and a
+// write's event sent to a hundred readers, are served sooner by every
+// processor (issue 13).
 type callLoad struct {
 	running           atomic.Int64
 	started, overlaps atomic.Uint64
@@ -29,9 +31,10 @@ func (l *callLoad) enter() (leave func()) {
 	}
 }
 
-// CallLoad reports the calls started since the server was made and how
-// many of them started while another call was running. Calls that wait
-// for a lock grant stop counting as running while they wait.
+// CallLoad reports the calls and sends to sessions started since the
+// server was made and how many of them started while another was
+// running. Calls that wait for a lock grant stop counting as running
+// while they wait; a send counts from the moment it is queued.
 func (s *Server) CallLoad() (calls, overlapped uint64) {
 	return s.load.started.Load(), s.load.overlaps.Load()
 }

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
+	"github.com/chubby-dev/chubby/testing/wait"
 )
 
 // The processor controller (chubbyd -procs auto) runs a server on one
@@ -67,5 +69,48 @@ func TestCallLoadOverlapsOnlyConcurrentCalls(t *testing.T) {
 	calls2, over2 := c.Server().CallLoad()
 	if over2 == over1 {
 		t.Fatalf("8 concurrent writers: none of %d calls counted as overlapping", calls2-calls1)
+	}
+}
+
+// A write's event goes to every reader at once: its sends overlap, so
+// the controller runs a fan-out on every processor.
+func TestCallLoadOverlapsAnEventsSends(t *testing.T) {
+	c := cell.Start(t, cell.WithManualClock())
+	writer := c.Dial(t, client.Config{})
+	path := c.Path("config")
+	if _, err := writer.WriteFile(ctxT(t), path, []byte("v0")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	const readers = 16
+	var evs []<-chan client.Event
+	for range readers {
+		cl := c.Dial(t, client.Config{})
+		open(t, cl, path, client.WithEvents(client.EventContentsModified))
+		evs = append(evs, cl.Events())
+	}
+	calls0, over0 := c.Server().CallLoad()
+	if _, err := writer.WriteFile(ctxT(t), path, []byte("v1")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	for i, ch := range evs {
+		deadline := time.After(wait.Timeout)
+	events:
+		for {
+			select {
+			case ev := <-ch:
+				if ev.Type == client.EventContentsModified && ev.Path == path {
+					break events
+				}
+			case <-deadline:
+				t.Fatalf("reader %d: no %s event within %v", i, client.EventContentsModified, wait.Timeout)
+			}
+		}
+	}
+	calls1, over1 := c.Server().CallLoad()
+	if calls1-calls0 < readers {
+		t.Fatalf("an event to %d readers counted %d sends and calls", readers, calls1-calls0)
+	}
+	if over1 == over0 {
+		t.Fatalf("an event's %d sends: none counted as overlapping", calls1-calls0)
 	}
 }

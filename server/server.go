@@ -136,7 +136,15 @@ func New(cfg Config) (*Server, error) {
 	s.stall = &stallMonitor{clock: cfg.Clock, log: cfg.Logger.Named("stall"), done: s.shutdown}
 	s.leases = newLeaseTable(cfg.Clock, cfg.Logger.Named("leases"), s.stall,
 		m.lease())
-	s.leases.sendOn = s.workers.run
+	s.leases.sendOn = func(f func()) {
+		// An event's sends to its sessions go out together: CallLoad
+		// counts each from its start, so a fan-out overlaps.
+		leave := s.load.enter()
+		s.workers.run(func() {
+			defer leave()
+			f()
+		})
+	}
 	s.tracker = newTracker(s.leases, cfg.Clock, cfg.Logger.Named("invalidation"), m.invalWait, m.invalWaiting, s.shutdown, cfg.NodeID)
 	s.watches = newWatchTable(s.leases, m.events)
 	s.watches.fills = s.admitFills

@@ -53,7 +53,9 @@ type Policy struct {
 	// one processor and never counts as quiet at Max. (At one processor
 	// such a load can use less CPU than it would at two: 64 sessions
 	// locking and unlocking used 0.51 of a core there and ran at a sixth
-	// of their speed at two, where they used 1.)
+	// of their speed at two, where they used 1. A write's event to 100
+	// readers, 50 writes a second, uses 0.2 of a core and reaches the
+	// readers sooner at two: fan-out p50 0.84-0.98 ms against 1.12-1.17.)
 	Parallel, Busy float64
 }
 
@@ -78,14 +80,15 @@ func (p Policy) overlap(s Sample) (float64, bool) {
 // 0.6 of a core for a second (sampled every 100 ms) and its calls do not
 // overlap as below, or less than 0.85 of one while at most a tenth of its
 // calls (20 a sample at least) overlap another; and back to max as soon
-// as it uses more than 0.85 of one, or more than 0.4 of one while more
-// than a third of its calls overlap.
+// as it uses more than 0.85 of one, or more than 0.15 of one while more
+// than a third of its calls overlap (a server counts its sends to
+// sessions as calls too: a write's event to a hundred readers overlaps).
 // After a rise it stays at max for at least 5 s (longer if it flapped), so
 // a server that starts idle runs on one processor a second after its
 // start.
 func DefaultPolicy(max int) Policy {
 	return Policy{Max: max, Up: 0.85, Down: 0.6, DownSamples: 10, Hold: 50, MaxHold: 600,
-		MinCalls: 20, Serial: 0.1, Parallel: 1.0 / 3, Busy: 0.4}
+		MinCalls: 20, Serial: 0.1, Parallel: 1.0 / 3, Busy: 0.15}
 }
 
 // State is what the policy remembers between samples.
