@@ -7,11 +7,7 @@ import (
 )
 
 func feed(p Policy, s *State, cores float64, n int) int {
-	procs := s.Procs
-	for i := 0; i < n; i++ {
-		procs = p.Next(s, Sample{Cores: cores})
-	}
-	return procs
+	return feedSample(p, s, Sample{Cores: cores}, n)
 }
 
 func TestPolicyFallsAfterHoldAndQuietSecond(t *testing.T) {
