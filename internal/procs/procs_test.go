@@ -10,6 +10,14 @@ func feed(p Policy, s *State, cores float64, n int) int {
 	return feedSample(p, s, Sample{Cores: cores}, n)
 }
 
+// fallIdle feeds idle samples until s is at one processor.
+func fallIdle(t *testing.T, p Policy, s *State) {
+	t.Helper()
+	if got := feed(p, s, 0, p.DownSamples); got != 1 {
+		t.Fatalf("not at one processor after %d idle samples: %d", p.DownSamples, got)
+	}
+}
+
 func TestPolicyFallsAfterHoldAndQuietSecond(t *testing.T) {
 	p := DefaultPolicy(4)
 	s := p.NewState()
@@ -44,10 +52,7 @@ func TestPolicyBusySampleResetsTheCount(t *testing.T) {
 func TestPolicyRisesAtOnceAndHoldsLongerWhenFlapping(t *testing.T) {
 	p := DefaultPolicy(8)
 	s := p.NewState()
-	feed(p, &s, 0, p.DownSamples)
-	if s.Procs != 1 {
-		t.Fatalf("not at one processor: %d", s.Procs)
-	}
+	fallIdle(t, p, &s)
 	if got := p.Next(&s, Sample{Cores: p.Up + 0.01}); got != 8 {
 		t.Fatalf("busy at one processor: %d, want 8", got)
 	}
@@ -172,10 +177,7 @@ func TestPolicySerialButBusyOrFewCallsStay(t *testing.T) {
 func TestPolicyOverlappingCallsRiseAtOnce(t *testing.T) {
 	p := DefaultPolicy(4)
 	s := p.NewState()
-	feed(p, &s, 0, p.DownSamples)
-	if s.Procs != 1 {
-		t.Fatalf("not at one processor: %d", s.Procs)
-	}
+	fallIdle(t, p, &s)
 	// Overlapping calls with little CPU, or few calls: no change.
 	for _, x := range []Sample{
 		calls(p.Busy-0.1, 500, 0.9),
