@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/edgeread"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -23,8 +24,10 @@ var errConnLost = errors.New("connection to the master lost")
 // goroutine matches responses to calls by id. A Client uses it through an
 // rpcConn: its own transport, or one a Pool shares among its Clients.
 type transport struct {
-	addr    string
-	nc      net.Conn
+	addr string
+	nc   net.Conn
+	// er reads the answers (readLoop); closing goes through it.
+	er      *edgeread.Reader
 	w       *wire.FrameWriter
 	mu      sync.Mutex
 	nextID  uint64
@@ -98,7 +101,7 @@ func dialTransport(ctx context.Context, addr string, tlsCfg *tls.Config) (*trans
 		}
 		nc = tc
 	}
-	t := &transport{addr: addr, nc: nc, w: wire.NewFrameWriter(nc, 10*time.Second), pending: map[uint64]chan *wire.Response{}, async: map[uint64]func(*wire.Response, error){}, done: make(chan struct{})}
+	t := &transport{addr: addr, nc: nc, er: edgeread.New(nc), w: wire.NewFrameWriter(nc, 10*time.Second), pending: map[uint64]chan *wire.Response{}, async: map[uint64]func(*wire.Response, error){}, done: make(chan struct{})}
 	go t.readLoop()
 	return t, nil
 }
@@ -140,44 +143,66 @@ func serverVerifying(cfg *tls.Config) *tls.Config {
 }
 
 func (c *transport) readLoop() {
-	br := bufio.NewReaderSize(c.nc, 16<<10)
+	er := c.er
+	br := bufio.NewReaderSize(er, 16<<10)
+	frame := func() bool { return c.readReply(br) }
 	for {
-		frame, err := wire.ReadFrame(br)
+		// Replies that arrive whole are read by edgeread without a failed
+		// read before each wait; one that has begun to arrive, and every
+		// reply on a TLS connection, is read by readReply.
+		stopped, err := er.Serve(br, wire.FrameBuffered, frame)
+		if stopped {
+			return
+		}
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 			return
 		}
-		resp, err := wire.DecodeResponse(frame)
-		if err != nil {
-			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
-			return
-		}
-		c.mu.Lock()
-		if resp.More {
-			// A partial answer: only an async call that streams takes
-			// one (callAsync); the call stays registered for the rest.
-			fn := c.async[resp.ID]
-			c.mu.Unlock()
-			if fn != nil {
-				fn(resp, nil)
-			}
-			continue
-		}
-		ch, ok := c.pending[resp.ID]
-		delete(c.pending, resp.ID)
-		fn := c.async[resp.ID]
-		delete(c.async, resp.ID)
-		c.mu.Unlock()
-		switch {
-		case ok:
-			ch <- resp
-		case fn != nil:
-			fn(resp, nil)
-		case resp.ID == 0 && resp.Code != "":
-			c.fail(fmt.Errorf("%w: server: %s", errConnLost, resp.Error))
+		if !c.readReply(br) {
 			return
 		}
 	}
+}
+
+// readReply reads one answer and hands it to its call; false: the
+// connection failed (fail has run).
+func (c *transport) readReply(br *bufio.Reader) bool {
+	frame, err := wire.ReadFrame(br)
+	if err != nil {
+		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
+		return false
+	}
+	resp, err := wire.DecodeResponse(frame)
+	if err != nil {
+		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
+		return false
+	}
+	c.mu.Lock()
+	if resp.More {
+		// A partial answer: only an async call that streams takes
+		// one (callAsync); the call stays registered for the rest.
+		fn := c.async[resp.ID]
+		c.mu.Unlock()
+		if fn != nil {
+			fn(resp, nil)
+		}
+		return true
+	}
+	ch, ok := c.pending[resp.ID]
+	delete(c.pending, resp.ID)
+	fn := c.async[resp.ID]
+	delete(c.async, resp.ID)
+	c.mu.Unlock()
+	switch {
+	case ok:
+		ch <- resp
+	case fn != nil:
+		fn(resp, nil)
+	case resp.ID == 0 && resp.Code != "":
+		c.fail(fmt.Errorf("%w: server: %s", errConnLost, resp.Error))
+		return false
+	}
+	return true
 }
 
 // fail closes the connection and fails every pending call.
@@ -192,7 +217,7 @@ func (c *transport) fail(err error) {
 	c.pending, c.async = nil, nil
 	close(c.done)
 	c.mu.Unlock()
-	c.nc.Close()
+	c.er.Close() // not nc.Close: readReply fails the transport from inside the reads of er
 	for _, ch := range pending {
 		ch <- &wire.Response{Code: "conn", Error: err.Error()}
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/edgeread"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -51,10 +52,12 @@ type conn struct {
 	// common name, AnonymousPrincipal without TLS. Set by serve before the
 	// first call is read.
 	principal string
-	br        *bufio.Reader
-	w         *wire.FrameWriter
-	closed    chan struct{}
-	once      sync.Once
+	// br reads calls through er.
+	er     *edgeread.Reader
+	br     *bufio.Reader
+	w      *wire.FrameWriter
+	closed chan struct{}
+	once   sync.Once
 }
 
 // proposals is the proposer's queue for this connection's commands.
@@ -63,7 +66,7 @@ func (c *conn) proposals() queueKey { return queueKey{conn: c.id} }
 func (c *conn) close() {
 	c.once.Do(func() {
 		close(c.closed)
-		c.nc.Close()
+		c.er.Close() // not nc.Close: a call read by c.er may close its own connection
 	})
 }
 
@@ -224,58 +227,74 @@ func (c *conn) serve() {
 	}
 	c.principal = p
 	for {
-		// Wait for a frame without a deadline (a client may be idle while
-		// its KeepAlive is parked), then give its body bodyTimeout to
-		// arrive, so a truncated frame cannot hold the reader forever. A
-		// frame already buffered whole needs no deadline: most calls are
-		// small and come in one read (setting and clearing a deadline moves
-		// a runtime timer twice per call).
-		deadline := false
-		if _, err := c.br.Peek(1); err == nil && !wire.FrameBuffered(c.br) {
-			c.nc.SetReadDeadline(time.Now().Add(bodyTimeout))
-			deadline = true
-		}
-		var reserve func(int) error
-		if c.frames != nil {
-			reserve = c.reserve
-		}
-		frame, reserved, err := wire.ReadFrameReserving(c.br, reserve)
-		if deadline {
-			c.nc.SetReadDeadline(time.Time{})
-		}
-		release := func() {
-			if reserved > 0 {
-				c.frames.Release(int64(reserved))
-			}
-		}
-		if err != nil {
-			release()
-			if errors.Is(err, wire.ErrResourceExhausted) {
-				c.reply(0, nil, err)
-				return
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
-				c.badFrames.Inc()
-				c.log.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
-				c.reply(0, nil, errBadRequest("bad frame: %v", err))
-			}
+		// Calls that arrive whole are read by edgeread without a failed
+		// read before each wait; a call that has begun to arrive, and every
+		// call on a TLS connection, is read by readCall.
+		stopped, err := c.er.Serve(c.br, wire.FrameBuffered, c.readCall)
+		if stopped || err != nil {
 			return
 		}
-		req, err := wire.DecodeRequest(frame)
-		release() // the decoder copied what it keeps
-		if err != nil {
-			c.badFrames.Inc()
-			c.log.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
-			c.reply(0, nil, errBadRequest("%v", err))
+		if !c.readCall() {
 			return
 		}
-		if !known(req.Method) {
-			c.badFrames.Inc()
-			c.reply(req.ID, nil, errBadRequest("unknown call %d", req.Method))
-			return
-		}
-		c.dispatch(c, req)
 	}
+}
+
+// readCall reads one call and dispatches it; false: the connection is to
+// be closed (it failed, or carried garbage, answered as such).
+func (c *conn) readCall() bool {
+	// Wait for a frame without a deadline (a client may be idle while
+	// its KeepAlive is parked), then give its body bodyTimeout to
+	// arrive, so a truncated frame cannot hold the reader forever. A
+	// frame already buffered whole needs no deadline: most calls are
+	// small and come in one read (setting and clearing a deadline moves
+	// a runtime timer twice per call).
+	deadline := false
+	if _, err := c.br.Peek(1); err == nil && !wire.FrameBuffered(c.br) {
+		c.nc.SetReadDeadline(time.Now().Add(bodyTimeout))
+		deadline = true
+	}
+	var reserve func(int) error
+	if c.frames != nil {
+		reserve = c.reserve
+	}
+	frame, reserved, err := wire.ReadFrameReserving(c.br, reserve)
+	if deadline {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	release := func() {
+		if reserved > 0 {
+			c.frames.Release(int64(reserved))
+		}
+	}
+	if err != nil {
+		release()
+		if errors.Is(err, wire.ErrResourceExhausted) {
+			c.reply(0, nil, err)
+			return false
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
+			c.badFrames.Inc()
+			c.log.Debug("bad frame; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.reply(0, nil, errBadRequest("bad frame: %v", err))
+		}
+		return false
+	}
+	req, err := wire.DecodeRequest(frame)
+	release() // the decoder copied what it keeps
+	if err != nil {
+		c.badFrames.Inc()
+		c.log.Debug("bad request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+		c.reply(0, nil, errBadRequest("%v", err))
+		return false
+	}
+	if !known(req.Method) {
+		c.badFrames.Inc()
+		c.reply(req.ID, nil, errBadRequest("unknown call %d", req.Method))
+		return false
+	}
+	c.dispatch(c, req)
+	return true
 }
 
 func errBadRequest(format string, args ...any) error {
@@ -298,8 +317,9 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
+		er := edgeread.New(nc)
 		c := &conn{id: s.connSeq.Add(1), log: s.rpcLog, badFrames: s.metrics.badFrames, dispatch: s.dispatch, done: s.dropConn, frames: s.frames, workers: s.workers,
-			nc: nc, br: bufio.NewReaderSize(nc, 16<<10), w: wire.NewFrameWriter(nc, 10*time.Second), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
+			nc: nc, er: er, br: bufio.NewReaderSize(er, 16<<10), w: wire.NewFrameWriter(nc, 10*time.Second), closed: make(chan struct{}), queue: make(chan func(park func()), maxQueued), running: make(chan struct{}, maxRunning)}
 		s.connsMu.Lock()
 		if s.closing.Load() {
 			s.connsMu.Unlock()

@@ -9,7 +9,8 @@
 //
 // # A call's path
 //
-//	client ──msgpack frames over TCP──▶ conn.serve (reader goroutine)
+//	client ──msgpack frames over TCP──▶ conn.serve (reader goroutine; internal/edgeread:
+//	                                        │ one read per arrival, no failed read before a wait)
 //	                                        │ known(method)?
 //	                                        ▼
 //	               dispatch: calls[method] (callSpec: inline? master? session? read? numbered?)

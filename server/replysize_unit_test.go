@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/chubby-dev/chubby/fs"
+	"github.com/chubby-dev/chubby/internal/edgeread"
 	"github.com/chubby-dev/chubby/session"
 	"github.com/chubby-dev/chubby/wire"
 )
@@ -50,7 +51,7 @@ func TestListPage(t *testing.T) {
 func TestReplyTooLargeIsAnError(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
-	c := &conn{log: hclog.NewNullLogger(), nc: server, w: wire.NewFrameWriter(server, 10*time.Second), closed: make(chan struct{})}
+	c := &conn{log: hclog.NewNullLogger(), nc: server, er: edgeread.New(server), w: wire.NewFrameWriter(server, 10*time.Second), closed: make(chan struct{})}
 	defer c.close()
 
 	got := make(chan *wire.Response, 2)
