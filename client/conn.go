@@ -143,24 +143,12 @@ func serverVerifying(cfg *tls.Config) *tls.Config {
 }
 
 func (c *transport) readLoop() {
-	er := c.er
-	br := bufio.NewReaderSize(er, 16<<10)
-	frame := func() bool { return c.readReply(br) }
-	for {
-		// Replies that arrive whole are read by edgeread without a failed
-		// read before each wait; one that has begun to arrive, and every
-		// reply on a TLS connection, is read by readReply.
-		stopped, err := er.Serve(br, wire.FrameBuffered, frame)
-		if stopped {
-			return
-		}
-		if err != nil {
-			c.fail(fmt.Errorf("%w: %v", errConnLost, err))
-			return
-		}
-		if !c.readReply(br) {
-			return
-		}
+	br := bufio.NewReaderSize(c.er, 16<<10)
+	// Replies that arrive whole are read by edgeread without a failed read
+	// before each wait; one that has begun to arrive, and every reply on a
+	// TLS connection, readReply reads the ordinary way.
+	if err := c.er.Run(br, wire.FrameBuffered, func() bool { return c.readReply(br) }); err != nil {
+		c.fail(fmt.Errorf("%w: %v", errConnLost, err))
 	}
 }
 

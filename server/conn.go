@@ -226,18 +226,10 @@ func (c *conn) serve() {
 		return
 	}
 	c.principal = p
-	for {
-		// Calls that arrive whole are read by edgeread without a failed
-		// read before each wait; a call that has begun to arrive, and every
-		// call on a TLS connection, is read by readCall.
-		stopped, err := c.er.Serve(c.br, wire.FrameBuffered, c.readCall)
-		if stopped || err != nil {
-			return
-		}
-		if !c.readCall() {
-			return
-		}
-	}
+	// Calls that arrive whole are read by edgeread without a failed read
+	// before each wait; a call that has begun to arrive, and every call on
+	// a TLS connection, readCall reads the ordinary way.
+	c.er.Run(c.br, wire.FrameBuffered, c.readCall)
 }
 
 // readCall reads one call and dispatches it; false: the connection is to

@@ -17,11 +17,11 @@
 // and the poller keeps an event that comes while nobody waits. The one
 // thing that loses such an event is the reset at the start of every
 // net.Conn.Read and syscall.RawConn.Read (the readiness mark is cleared
-// before the first read). So Serve runs the whole read loop inside one
+// before the first read). So Run keeps the whole read loop inside one
 // RawConn.Read: after a short read it waits for readiness at once, without
 // reading again; after every wake-up, and at every entry, it reads first.
 //
-//	Serve ──► RawConn.Read(f) ─ prepare (mark cleared) ─► f: read ─┐
+//	Run ────► RawConn.Read(f) ─ prepare (mark cleared) ─► f: read ─┐
 //	                 ▲                                             │ frames whole in the buffer → frame()
 //	                 │       wait for readiness ◄── short read ────┤ EAGAIN (a stale mark) → wait
 //	                 └────────────────────────────────── wake ─────┘ a partial frame → return to the caller
@@ -39,17 +39,18 @@ import (
 	"syscall"
 )
 
-// errWait is what Read answers inside Serve when the socket has nothing:
-// Serve then waits for readiness. No caller outside Serve sees it.
+// errWait is what Read answers inside Run's raw loop when the socket has
+// nothing: the loop then waits for readiness. No caller of Run sees it.
 var errWait = errors.New("edgeread: nothing to read yet")
 
 // Reader is the io.Reader under a connection's bufio.Reader. Outside
-// Serve it reads through the net.Conn; inside it reads the socket itself.
+// Run's raw loop it reads through the net.Conn; inside it reads the socket
+// itself.
 // One goroutine uses a Reader.
 type Reader struct {
 	nc net.Conn
-	rc syscall.RawConn // nil: not a socket Serve can read (TLS)
-	// raw: inside Serve's callback, reads go to fd.
+	rc syscall.RawConn // nil: not a socket Run can read raw (TLS)
+	// raw: inside the raw loop's callback, reads go to fd.
 	raw bool
 	fd  int
 	// short: the last raw read returned less than it asked for, so the
@@ -57,7 +58,7 @@ type Reader struct {
 	short bool
 }
 
-// New returns a Reader of nc. Serve reads raw only a *net.TCPConn (or
+// New returns a Reader of nc. Run reads raw only a *net.TCPConn (or
 // another connection giving a syscall.RawConn) without TLS over it.
 func New(nc net.Conn) *Reader {
 	r := &Reader{nc: nc}
@@ -69,8 +70,8 @@ func New(nc net.Conn) *Reader {
 	return r
 }
 
-// Read reads from the connection: through net.Conn.Read outside Serve,
-// with one read system call inside it.
+// Read reads from the connection: through net.Conn.Read outside the raw
+// loop, with one read system call inside it.
 func (r *Reader) Read(p []byte) (int, error) {
 	if !r.raw {
 		return r.nc.Read(p)
@@ -95,14 +96,30 @@ func (r *Reader) Read(p []byte) (int, error) {
 	}
 }
 
-// Serve hands br's frames to frame for as long as they arrive whole, whole
-// reporting that br holds one. It returns with stopped set when frame
-// returns false (the caller is done with the connection); with err the
-// read error (io.EOF, a reset, net.ErrClosed once the connection is
-// closed); and with neither when br holds the start of a frame not yet
-// whole, or when the connection cannot be read raw: the caller then reads
-// one frame its ordinary way and calls Serve again. br must read from r.
-func (r *Reader) Serve(br *bufio.Reader, whole func(*bufio.Reader) bool, frame func() bool) (stopped bool, err error) {
+// Run hands br's frames to frame until frame returns false (nil then) or
+// the connection fails to read (io.EOF, a reset, net.ErrClosed once it is
+// closed). frame reads one frame from br and handles it; whole reports
+// that br holds a frame whole. While frames arrive whole, frame runs
+// inside serve's raw read loop; a frame that has begun to arrive, and
+// every frame on a connection that cannot be read raw (TLS), frame reads
+// the ordinary way, through r. br must read from r.
+func (r *Reader) Run(br *bufio.Reader, whole func(*bufio.Reader) bool, frame func() bool) error {
+	for {
+		stopped, err := r.serve(br, whole, frame)
+		if stopped || err != nil {
+			return err
+		}
+		if !frame() {
+			return nil
+		}
+	}
+}
+
+// serve hands br's frames to frame while they arrive whole. It returns
+// with stopped set when frame returns false; with err the read error; and
+// with neither when br holds the start of a frame not yet whole, or when
+// the connection cannot be read raw.
+func (r *Reader) serve(br *bufio.Reader, whole func(*bufio.Reader) bool, frame func() bool) (stopped bool, err error) {
 	if r.rc == nil {
 		return false, nil
 	}
@@ -145,12 +162,12 @@ func (r *Reader) Serve(br *bufio.Reader, whole func(*bufio.Reader) bool, frame f
 	return stopped, err
 }
 
-// Close closes the connection without waiting for Serve. Inside Serve the
-// reader holds the socket open (net.Conn.Close waits for every read in
-// progress, and Serve's frames run inside one), so a Close made from a
+// Close closes the connection without waiting for Run. Inside its raw
+// loop Run holds the socket open (net.Conn.Close waits for every read in
+// progress, and the loop's frames run inside one), so a Close made from a
 // frame, or by a goroutine a frame waits for, would never return. Close
-// shuts the socket down at once (the peer sees the end, Serve's next read
-// ends) and releases it on another goroutine once Serve lets go.
+// shuts the socket down at once (the peer sees the end, Run's next read
+// ends) and releases it on another goroutine once Run lets go.
 func (r *Reader) Close() error {
 	if r.rc == nil {
 		return r.nc.Close()

@@ -53,31 +53,22 @@ func frame(t *testing.T, body string) []byte {
 	return append(b, body...)
 }
 
-// serve runs Serve in the background, reading one frame the ordinary way
-// whenever Serve gives a partial one back, until Serve stops or fails; it
-// sends each frame's body on got and the end on done.
+// serve runs Run in the background; it sends each frame's body on got
+// and Run's end on done.
 func serve(t *testing.T, r *Reader, br *bufio.Reader, onFrame func(string) bool) (got chan string, done chan error) {
 	got, done = make(chan string, 100), make(chan error, 1)
 	handle := func() bool {
 		b, err := wire.ReadFrame(br)
 		if err != nil {
-			t.Errorf("a whole frame did not read: %v", err)
+			done <- err
 			return false
 		}
 		got <- string(b)
 		return onFrame == nil || onFrame(string(b))
 	}
 	go func() {
-		for {
-			stopped, err := r.Serve(br, wire.FrameBuffered, handle)
-			if stopped || err != nil {
-				done <- err
-				return
-			}
-			if !handle() {
-				done <- nil
-				return
-			}
+		if err := r.Run(br, wire.FrameBuffered, handle); err != nil {
+			done <- err
 		}
 	}()
 	return got, done
@@ -121,7 +112,7 @@ func TestArrivalDuringHandlingIsNotLost(t *testing.T) {
 	sent <- n
 	peer.Close()
 	if err := <-done; !errors.Is(err, io.EOF) {
-		t.Fatalf("Serve ended with %v, want EOF", err)
+		t.Fatalf("Run ended with %v, want EOF", err)
 	}
 }
 
@@ -147,14 +138,14 @@ func TestBurstsAndSplitFrames(t *testing.T) {
 	recv(t, got, "after")
 	peer.Close()
 	if err := <-done; !errors.Is(err, io.EOF) {
-		t.Fatalf("Serve ended with %v, want EOF", err)
+		t.Fatalf("Run ended with %v, want EOF", err)
 	}
 }
 
 // A frame's handler may close the connection through the Reader (a server
 // answering garbage, a client failing its transport): Close returns at
-// once, the peer sees the end and Serve stops, where net.Conn.Close would
-// wait for Serve forever.
+// once, the peer sees the end and Run stops, where net.Conn.Close would
+// wait for Run forever.
 func TestCloseFromAFrame(t *testing.T) {
 	_, r, br, peer := pair(t)
 	closed := make(chan struct{})
@@ -179,18 +170,18 @@ func TestCloseFromAFrame(t *testing.T) {
 	endsAfterClose(t, done)
 }
 
-// Close from another goroutine while Serve waits ends Serve.
+// Close from another goroutine while Run waits ends Run.
 func TestCloseWhileWaiting(t *testing.T) {
 	_, r, br, _ := pair(t)
 	_, done := serve(t, r, br, nil)
-	// Most likely Serve waits for a frame by now; it must end either way.
+	// Most likely Run waits for a frame by now; it must end either way.
 	time.Sleep(20 * time.Millisecond)
 	r.Close()
 	endsAfterClose(t, done)
 }
 
 // A connection that is not a raw socket (here net.Pipe; TLS alike) is left
-// to the caller's ordinary reads: Serve returns at once, having read
+// to the caller's ordinary reads: serve returns at once, having read
 // nothing.
 func TestNotARawSocket(t *testing.T) {
 	a, b := net.Pipe()
@@ -198,9 +189,9 @@ func TestNotARawSocket(t *testing.T) {
 	defer b.Close()
 	r := New(a)
 	br := bufio.NewReader(r)
-	stopped, err := r.Serve(br, wire.FrameBuffered, func() bool { t.Error("frame called"); return false })
+	stopped, err := r.serve(br, wire.FrameBuffered, func() bool { t.Error("frame called"); return false })
 	if stopped || err != nil || br.Buffered() != 0 {
-		t.Fatalf("Serve on a pipe = %v, %v (buffered %d); want false, nil, nothing read", stopped, err, br.Buffered())
+		t.Fatalf("serve on a pipe = %v, %v (buffered %d); want false, nil, nothing read", stopped, err, br.Buffered())
 	}
 	go b.Write(frame(t, "ordinary"))
 	body, err := wire.ReadFrame(br)
@@ -209,15 +200,15 @@ func TestNotARawSocket(t *testing.T) {
 	}
 }
 
-// endsAfterClose: Serve (its end on done) ends, with an error, after Close.
+// endsAfterClose: Run (its end on done) ends, with an error, after Close.
 func endsAfterClose(t *testing.T, done chan error) {
 	t.Helper()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("Serve ended without an error after Close")
+			t.Fatal("Run ended without an error after Close")
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not end after Close")
+		t.Fatal("Run did not end after Close")
 	}
 }
