@@ -326,6 +326,17 @@ func acquireCalls(t *testing.T, s *proc.Server) float64 {
 	return s.Metric(t, `chubby_rpc_calls_total{method="Acquire"}`)
 }
 
+// cellAcquireCalls is the number of Acquire calls the servers of c have
+// received, together.
+func cellAcquireCalls(t *testing.T, c *proc.Cell) float64 {
+	t.Helper()
+	n := 0.0
+	for _, s := range c.Servers() {
+		n += acquireCalls(t, s)
+	}
+	return n
+}
+
 // expiredSessions is how many sessions server s has expired as master.
 func expiredSessions(t *testing.T, s *proc.Server) float64 {
 	t.Helper()
@@ -410,10 +421,12 @@ func TestCellMasterKill(t *testing.T) {
 	seq1 := parseSeq(t, str(t, jsonLine(t, holder.NextLine(t, 15*time.Second)), "sequencer"))
 	script := startScript(t, c, "3s")
 	seq2 := parseSeq(t, str(t, script.do(t, "lock "+l2), "sequencer"))
-	calls := acquireCalls(t, old)
+	// Counted on every server: under a loaded machine the cell may elect a
+	// new master on its own before the planned kill (see below).
+	calls := cellAcquireCalls(t, c)
 	waiter := c.StartSh(t, "-ttl", "6s", "-json", "lock", l1)
 	wait.For(t, 10*time.Second, "the waiter's Acquire reached the master", func() bool {
-		return acquireCalls(t, old) > calls
+		return cellAcquireCalls(t, c) > calls
 	})
 	wantFail(t, c.Sh(t, "trylock", l1), 1) // held, with a waiter queued
 
@@ -421,6 +434,15 @@ func TestCellMasterKill(t *testing.T) {
 	loop := startWriteLoop(t, c.AddrList(), d+"/loop", 5000, time.Minute)
 	loop.waitCount(t, 20, 20*time.Second)
 
+	// The kill is of the master of the moment. If heartbeats were late
+	// enough (the -race suite on two cores) for the cell to have elected
+	// another master already, that one is killed and the test says so; what
+	// is checked after is the same.
+	unplanned := false
+	if cur := c.Master(t); cur != old {
+		t.Logf("the cell elected %s on its own before the planned kill of %s: killing %s", cur.NodeID, old.NodeID, cur.NodeID)
+		old, unplanned = cur, true
+	}
 	killed := time.Now()
 	old.Kill(t)
 	nm := c.WaitMaster(t, 2*failoverBound, old)
@@ -438,7 +460,9 @@ func TestCellMasterKill(t *testing.T) {
 	// The new master measured the failover it served (chubby_failover_seconds:
 	// from its last contact with the old leader to serving) and saw the
 	// leadership change.
-	if n, sum := nm.Metric(t, "chubby_failover_seconds_count"), nm.Metric(t, "chubby_failover_seconds_sum"); n != 1 || sum <= 0 || sum > failoverBound.Seconds() {
+	// After an election of its own before the kill, the new master may have
+	// served one failover before this one.
+	if n, sum := nm.Metric(t, "chubby_failover_seconds_count"), nm.Metric(t, "chubby_failover_seconds_sum"); n < 1 || (n != 1 && !unplanned) || sum <= 0 || sum > n*failoverBound.Seconds() {
 		t.Errorf("new master %s: chubby_failover_seconds count %v, sum %vs; want one failover of at most %v", nm.NodeID, n, sum, failoverBound)
 	}
 	if n := nm.Metric(t, "chubby_leader_changes_total"); n < 2 {
