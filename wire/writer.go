@@ -3,7 +3,10 @@ package wire
 import (
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/chubby-dev/chubby/internal/rawsock"
 )
 
 // FrameWriter writes frames to a connection for many goroutines at once:
@@ -15,6 +18,7 @@ import (
 // connection failed.
 type FrameWriter struct {
 	nc      net.Conn
+	rc      syscall.RawConn
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -34,6 +38,11 @@ type FrameWriter struct {
 // timeout (see armDeadline).
 func NewFrameWriter(nc net.Conn, timeout time.Duration) *FrameWriter {
 	w := &FrameWriter{nc: nc, timeout: timeout}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w.rc = rc
+		}
+	}
 	w.cond.L = &w.mu
 	return w
 }
@@ -70,7 +79,15 @@ func (w *FrameWriter) Write(frame []byte) error {
 		w.out = w.spare[:0]
 		w.mu.Unlock()
 		w.armDeadline()
-		_, err := w.nc.Write(buf)
+		var err error
+		if w.rc != nil {
+			_, err = rawsock.WriteAll(w.rc, buf)
+			if err != nil {
+				err = &net.OpError{Op: "write", Net: "tcp", Source: w.nc.LocalAddr(), Addr: w.nc.RemoteAddr(), Err: err}
+			}
+		} else {
+			_, err = w.nc.Write(buf)
+		}
 		w.mu.Lock()
 		if err != nil {
 			w.err = err

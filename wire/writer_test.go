@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,66 @@ func TestFrameWriterTimesOutStuckPeer(t *testing.T) {
 	}
 	if took < timeout/2 || took > 5*time.Second {
 		t.Fatalf("the write failed after %v, want between %v and a few seconds", took, timeout/2)
+	}
+}
+
+// TestFrameWriterTCPStuckPeer: on a TCP connection (written through its
+// raw socket, internal/rawsock) frames written to a peer that reads
+// nothing fail with the write deadline once the socket buffers are full;
+// frames the peer reads arrive whole and in order.
+func TestFrameWriterTCPStuckPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { c, _ := ln.Accept(); acc <- c }()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := <-acc
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	defer b.Close()
+
+	w := NewFrameWriter(a, 300*time.Millisecond)
+	body := strings.Repeat("x", 32<<10)
+	f, _ := AppendFrame(nil, body)
+	// Read by the peer: frames arrive whole.
+	for range 3 {
+		if err := w.Write(bytes.Clone(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br := bufio.NewReader(b)
+	for i := range 3 {
+		var got string
+		frame, err := ReadFrame(br)
+		if err == nil {
+			err = Unmarshal(frame, &got)
+		}
+		if err != nil || got != body {
+			t.Fatalf("frame %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+	// Not read: the writes fill the buffers and then fail.
+	start := time.Now()
+	for i := 0; ; i++ {
+		err := w.Write(bytes.Clone(f))
+		if err == nil {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%d frames written to a peer that reads nothing, none failed", i)
+			}
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write %d to a peer that reads nothing: %v, want a deadline error", i, err)
+		}
+		break
 	}
 }
 

@@ -37,6 +37,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"github.com/chubby-dev/chubby/internal/rawsock"
 )
 
 // errWait is what Read answers inside Run's raw loop when the socket has
@@ -80,13 +82,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		n, err := syscall.Read(r.fd, p)
+		n, err := rawsock.Read(r.fd, p)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
 			return 0, errWait
-		case err != nil:
+		case err != 0:
 			return 0, &net.OpError{Op: "read", Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: err}
 		case n == 0:
 			return 0, io.EOF

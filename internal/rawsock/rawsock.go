@@ -1,0 +1,76 @@
+// Package rawsock makes the read and write system calls of a non-blocking
+// socket without the Go scheduler's system-call hand-off.
+//
+// syscall.Read and syscall.Write tell the scheduler that the thread enters
+// a system call that may block. If the call lasts longer than the runtime
+// monitor's tick (20 µs to 10 ms) while other goroutines wait to run, the
+// monitor hands the thread's processor to another thread, waking or
+// starting one, and the returning thread then has to find a processor
+// again or sleep. A socket that is non-blocking never sleeps in read or
+// write (it answers EAGAIN), but on loopback a write carries the receiving
+// socket's TCP work and its wake-up, and on a virtual machine it often
+// takes longer than that tick: at 64 sessions the monitor's hand-offs and
+// the thread wake-ups they cause were about a fifth of a client process's
+// CPU (issue 13). syscall.RawSyscall makes the same call with the thread
+// keeping its processor, as for any other short piece of work.
+//
+// Only for sockets in non-blocking mode, which every net.Conn's socket is:
+// a blocking call made this way would hold a processor for as long as it
+// blocks. Callers reach the socket through syscall.RawConn, whose Read and
+// Write wait for readiness (with the connection's deadlines) when the call
+// answers EAGAIN.
+package rawsock
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// Read reads a non-blocking socket into p (not empty): the bytes read, or
+// the error number (EAGAIN when nothing is there; n == 0 with no error at
+// the end of the stream).
+func Read(fd int, p []byte) (int, syscall.Errno) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+// write writes p (not empty) to a non-blocking socket.
+func write(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+// WriteAll writes p whole to the socket of rc, waiting for room when the
+// socket's buffer is full, until the connection's write deadline
+// (os.ErrDeadlineExceeded) or its close (net.ErrClosed). It returns the
+// bytes written and the error that stopped it.
+func WriteAll(rc syscall.RawConn, p []byte) (int, error) {
+	n := 0
+	var werr error
+	err := rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			m, e := write(fd, p[n:])
+			switch e {
+			case 0:
+				n += m
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // wait until writable
+			default:
+				werr = e
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
