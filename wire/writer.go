@@ -18,7 +18,7 @@ import (
 // connection failed.
 type FrameWriter struct {
 	nc      net.Conn
-	rc      syscall.RawConn
+	raw     *rawsock.Writer // nc's socket, written raw (nil: through nc)
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -40,7 +40,7 @@ func NewFrameWriter(nc net.Conn, timeout time.Duration) *FrameWriter {
 	w := &FrameWriter{nc: nc, timeout: timeout}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			w.rc = rc
+			w.raw = rawsock.NewWriter(rc)
 		}
 	}
 	w.cond.L = &w.mu
@@ -80,8 +80,8 @@ func (w *FrameWriter) Write(frame []byte) error {
 		w.mu.Unlock()
 		w.armDeadline()
 		var err error
-		if w.rc != nil {
-			_, err = rawsock.WriteAll(w.rc, buf)
+		if w.raw != nil {
+			_, err = w.raw.Write(buf)
 			if err != nil {
 				err = &net.OpError{Op: "write", Net: "tcp", Source: w.nc.LocalAddr(), Addr: w.nc.RemoteAddr(), Err: err}
 			}

@@ -46,31 +46,53 @@ func write(fd uintptr, p []byte) (int, syscall.Errno) {
 	return int(n), 0
 }
 
-// WriteAll writes p whole to the socket of rc, waiting for room when the
-// socket's buffer is full, until the connection's write deadline
-// (os.ErrDeadlineExceeded) or its close (net.ErrClosed). It returns the
-// bytes written and the error that stopped it.
-func WriteAll(rc syscall.RawConn, p []byte) (int, error) {
-	n := 0
-	var werr error
-	err := rc.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			m, e := write(fd, p[n:])
-			switch e {
-			case 0:
-				n += m
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // wait until writable
-			default:
-				werr = e
-				return true
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = werr
+// Writer writes whole buffers to the socket of a syscall.RawConn. One
+// goroutine writes at a time.
+type Writer struct {
+	rc syscall.RawConn
+	fn func(fd uintptr) bool // w.write, made once: a write allocates nothing
+	p  []byte
+	n  int
+	e  syscall.Errno
+}
+
+// NewWriter writes to the socket of rc.
+func NewWriter(rc syscall.RawConn) *Writer {
+	w := &Writer{rc: rc}
+	w.fn = w.write
+	return w
+}
+
+// Write writes p whole, waiting for room when the socket's buffer is full,
+// until the connection's write deadline (os.ErrDeadlineExceeded) or its
+// close (net.ErrClosed). It returns the bytes written and the error that
+// stopped it.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.p, w.n, w.e = p, 0, 0
+	err := w.rc.Write(w.fn)
+	n, e := w.n, w.e
+	w.p = nil
+	if err == nil && e != 0 {
+		err = e
 	}
 	return n, err
+}
+
+// write is the RawConn.Write callback: false asks it to wait until the
+// socket is writable and call again.
+func (w *Writer) write(fd uintptr) bool {
+	for w.n < len(w.p) {
+		m, e := write(fd, w.p[w.n:])
+		switch e {
+		case 0:
+			w.n += m
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.e = e
+			return true
+		}
+	}
+	return true
 }

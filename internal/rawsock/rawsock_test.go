@@ -3,6 +3,7 @@ package rawsock
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -44,10 +45,10 @@ func rawConn(t *testing.T, c *net.TCPConn) syscall.RawConn {
 	return rc
 }
 
-// TestWriteAllFillsAndWaits: a write far larger than the socket buffers,
-// to a peer that reads slowly, arrives whole and in order: WriteAll
+// TestWriteFillsAndWaits: a write far larger than the socket buffers,
+// to a peer that reads slowly, arrives whole and in order: Writer.Write
 // continues after partial writes and waits for room on EAGAIN.
-func TestWriteAllFillsAndWaits(t *testing.T) {
+func TestWriteFillsAndWaits(t *testing.T) {
 	a, b := pair(t)
 	want := make([]byte, 16<<20)
 	for i := range want {
@@ -69,9 +70,9 @@ func TestWriteAllFillsAndWaits(t *testing.T) {
 			}
 		}
 	}()
-	n, err := WriteAll(rawConn(t, a), want)
+	n, err := NewWriter(rawConn(t, a)).Write(want)
 	if err != nil || n != len(want) {
-		t.Fatalf("WriteAll = %d, %v; want %d, nil", n, err, len(want))
+		t.Fatalf("Writer.Write = %d, %v; want %d, nil", n, err, len(want))
 	}
 	a.CloseWrite()
 	if g := <-got; !bytes.Equal(g, want) {
@@ -79,15 +80,15 @@ func TestWriteAllFillsAndWaits(t *testing.T) {
 	}
 }
 
-// TestWriteAllDeadline: a write to a peer that never reads fails with the
+// TestWriteDeadline: a write to a peer that never reads fails with the
 // connection's write deadline once the buffers are full, not never.
-func TestWriteAllDeadline(t *testing.T) {
+func TestWriteDeadline(t *testing.T) {
 	a, _ := pair(t)
 	a.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 	start := time.Now()
-	n, err := WriteAll(rawConn(t, a), make([]byte, 64<<20))
+	n, err := NewWriter(rawConn(t, a)).Write(make([]byte, 64<<20))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("WriteAll to a peer that reads nothing: %d bytes, %v; want a deadline error", n, err)
+		t.Fatalf("Writer.Write to a peer that reads nothing: %d bytes, %v; want a deadline error", n, err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the deadline of 300ms ended the write after %v", took)
@@ -97,14 +98,14 @@ func TestWriteAllDeadline(t *testing.T) {
 	}
 }
 
-// TestWriteAllPeerGone: writing to a connection whose peer closed fails
+// TestWritePeerGone: writing to a connection whose peer closed fails
 // (EPIPE or a reset), and one closed locally fails with net.ErrClosed.
-func TestWriteAllPeerGone(t *testing.T) {
+func TestWritePeerGone(t *testing.T) {
 	a, b := pair(t)
 	b.Close()
 	var err error
 	for i := 0; i < 100 && err == nil; i++ { // the first write may still be accepted
-		_, err = WriteAll(rawConn(t, a), []byte("after the peer left"))
+		_, err = NewWriter(rawConn(t, a)).Write([]byte("after the peer left"))
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
@@ -113,7 +114,7 @@ func TestWriteAllPeerGone(t *testing.T) {
 	c, _ := pair(t)
 	rc := rawConn(t, c)
 	c.Close()
-	if _, err := WriteAll(rc, []byte("x")); !errors.Is(err, net.ErrClosed) {
+	if _, err := NewWriter(rc).Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write on a closed connection: %v, want net.ErrClosed", err)
 	}
 }
@@ -149,5 +150,21 @@ func TestRead(t *testing.T) {
 	b.Close()
 	if s, e := read(true); e != 0 || s != "" {
 		t.Fatalf("Read after the peer closed = %q, %v; want the end (0 bytes)", s, e)
+	}
+}
+
+// TestWriteAllocatesNothing: a Writer's write of a small buffer, the
+// per-reply path of every connection, allocates nothing.
+func TestWriteAllocatesNothing(t *testing.T) {
+	a, b := pair(t)
+	go io.Copy(io.Discard, b)
+	w := NewWriter(rawConn(t, a))
+	p := []byte("a reply frame")
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := w.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per write, want 0", n)
 	}
 }
