@@ -15,7 +15,9 @@ import (
 // many sessions (or the replies to them) makes a system call per batch of
 // frames, not per frame. Write returns once its frame is written — a
 // sender is held back by a slow peer as with a write of its own — or the
-// connection failed.
+// connection failed. A connection that gives its socket (a *net.TCPConn;
+// not TLS) is written through internal/rawsock, without the scheduler's
+// system-call hand-off; the write deadline holds the same way.
 type FrameWriter struct {
 	nc      net.Conn
 	raw     *rawsock.Writer // nc's socket, written raw (nil: through nc)
