@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/internal/tcptest"
 )
 
 // countingConn counts the writes made to a net.Conn.
@@ -155,23 +157,7 @@ func TestFrameWriterTimesOutStuckPeer(t *testing.T) {
 // nothing fail with the write deadline once the socket buffers are full;
 // frames the peer reads arrive whole and in order.
 func TestFrameWriterTCPStuckPeer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() { c, _ := ln.Accept(); acc <- c }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	defer b.Close()
+	a, b := tcptest.Pair(t)
 
 	w := NewFrameWriter(a, 300*time.Millisecond)
 	body := strings.Repeat("x", 32<<10)

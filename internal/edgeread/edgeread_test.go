@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/chubby-dev/chubby/internal/tcptest"
 	"github.com/chubby-dev/chubby/wire"
 )
 
@@ -19,29 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // from r.
 func pair(t *testing.T) (nc net.Conn, r *Reader, br *bufio.Reader, peer net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	peer, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc = <-accepted
-	if nc == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { peer.Close(); nc.Close() })
+	peer, nc = tcptest.Pair(t)
 	r = New(nc)
 	return nc, r, bufio.NewReaderSize(r, 16<<10), peer
 }

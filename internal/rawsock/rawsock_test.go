@@ -9,32 +9,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chubby-dev/chubby/internal/tcptest"
 )
 
 // pair is a connected TCP pair on loopback: a (the side under test) and b.
-func pair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
+func pair(t *testing.T) (a, b *net.TCPConn) { return tcptest.Pair(t) }
 
 func rawConn(t *testing.T, c *net.TCPConn) syscall.RawConn {
 	t.Helper()
