@@ -3,7 +3,6 @@ package wire
 import (
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/chubby-dev/chubby/internal/rawsock"
@@ -40,10 +39,8 @@ type FrameWriter struct {
 // timeout (see armDeadline).
 func NewFrameWriter(nc net.Conn, timeout time.Duration) *FrameWriter {
 	w := &FrameWriter{nc: nc, timeout: timeout}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			w.raw = rawsock.NewWriter(rc)
-		}
+	if rc := rawsock.Conn(nc); rc != nil {
+		w.raw = rawsock.NewWriter(rc)
 	}
 	w.cond.L = &w.mu
 	return w

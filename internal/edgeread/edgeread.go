@@ -63,13 +63,7 @@ type Reader struct {
 // New returns a Reader of nc. Run reads raw only a *net.TCPConn (or
 // another connection giving a syscall.RawConn) without TLS over it.
 func New(nc net.Conn) *Reader {
-	r := &Reader{nc: nc}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			r.rc = rc
-		}
-	}
-	return r
+	return &Reader{nc: nc, rc: rawsock.Conn(nc)}
 }
 
 // Read reads from the connection: through net.Conn.Read outside the raw

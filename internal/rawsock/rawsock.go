@@ -22,9 +22,24 @@
 package rawsock
 
 import (
+	"net"
 	"syscall"
 	"unsafe"
 )
+
+// Conn is nc's socket for raw calls: its syscall.RawConn, or nil when nc
+// does not give one (TLS, net.Pipe).
+func Conn(nc net.Conn) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
 
 // Read reads a non-blocking socket into p (not empty): the bytes read, or
 // the error number (EAGAIN when nothing is there; n == 0 with no error at

@@ -16,15 +16,6 @@ import (
 // pair is a connected TCP pair on loopback: a (the side under test) and b.
 func pair(t *testing.T) (a, b *net.TCPConn) { return tcptest.Pair(t) }
 
-func rawConn(t *testing.T, c *net.TCPConn) syscall.RawConn {
-	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rc
-}
-
 // TestWriteFillsAndWaits: a write far larger than the socket buffers,
 // to a peer that reads slowly, arrives whole and in order: Writer.Write
 // continues after partial writes and waits for room on EAGAIN.
@@ -50,7 +41,7 @@ func TestWriteFillsAndWaits(t *testing.T) {
 			}
 		}
 	}()
-	n, err := NewWriter(rawConn(t, a)).Write(want)
+	n, err := NewWriter(Conn(a)).Write(want)
 	if err != nil || n != len(want) {
 		t.Fatalf("Writer.Write = %d, %v; want %d, nil", n, err, len(want))
 	}
@@ -66,7 +57,7 @@ func TestWriteDeadline(t *testing.T) {
 	a, _ := pair(t)
 	a.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 	start := time.Now()
-	n, err := NewWriter(rawConn(t, a)).Write(make([]byte, 64<<20))
+	n, err := NewWriter(Conn(a)).Write(make([]byte, 64<<20))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Writer.Write to a peer that reads nothing: %d bytes, %v; want a deadline error", n, err)
 	}
@@ -85,14 +76,14 @@ func TestWritePeerGone(t *testing.T) {
 	b.Close()
 	var err error
 	for i := 0; i < 100 && err == nil; i++ { // the first write may still be accepted
-		_, err = NewWriter(rawConn(t, a)).Write([]byte("after the peer left"))
+		_, err = NewWriter(Conn(a)).Write([]byte("after the peer left"))
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("writes to a closed peer: %v, want EPIPE or ECONNRESET", err)
 	}
 	c, _ := pair(t)
-	rc := rawConn(t, c)
+	rc := Conn(c)
 	c.Close()
 	if _, err := NewWriter(rc).Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write on a closed connection: %v, want net.ErrClosed", err)
@@ -104,7 +95,7 @@ func TestWritePeerGone(t *testing.T) {
 // end of the stream.
 func TestRead(t *testing.T) {
 	a, b := pair(t)
-	rc := rawConn(t, a)
+	rc := Conn(a)
 	// read reads once; with wait, an EAGAIN waits for readiness and reads
 	// again, as edgeread's loop does.
 	read := func(wait bool) (string, syscall.Errno) {
@@ -133,12 +124,27 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestConn: a TCP connection gives its socket; one that has none (an
+// in-memory pipe) gives nil, and is written the ordinary way.
+func TestConn(t *testing.T) {
+	a, _ := pair(t)
+	if Conn(a) == nil {
+		t.Fatal("Conn of a TCP connection is nil")
+	}
+	p, q := net.Pipe()
+	defer p.Close()
+	defer q.Close()
+	if rc := Conn(p); rc != nil {
+		t.Fatalf("Conn of a net.Pipe = %v, want nil", rc)
+	}
+}
+
 // TestWriteAllocatesNothing: a Writer's write of a small buffer, the
 // per-reply path of every connection, allocates nothing.
 func TestWriteAllocatesNothing(t *testing.T) {
 	a, b := pair(t)
 	go io.Copy(io.Discard, b)
-	w := NewWriter(rawConn(t, a))
+	w := NewWriter(Conn(a))
 	p := []byte("a reply frame")
 	if n := testing.AllocsPerRun(1000, func() {
 		if _, err := w.Write(p); err != nil {
