@@ -65,7 +65,7 @@ func run(args []string) int {
 	gossipKeyFile := fl.String("gossip-key-file", "", "file holding the gossip encryption key (chubbyd keygen); servers without it are not admitted")
 	admins := fl.String("acl-admins", strings.Join(server.DefaultAdmins, ","), "comma-separated principals allowed backups, remove-server and (with TLS) the status page and metrics")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "without TLS, serve on non-loopback addresses anyway (anyone who reaches them can act as any client)")
-	procsFlag := fl.String("procs", "auto", `processors for Go code: "auto" (one while the process uses under 0.6 of a core for a second, or under 0.85 while its calls come one at a time; all as soon as it uses 0.85 of one, or 0.15 while a third of its calls and sends to sessions overlap; off when GOMAXPROCS is set), "all", or a number`)
+	procsFlag := fl.String("procs", "auto", `processors for Go code: "auto" (one while the process uses under 0.6 of a core for a second, or under 0.85 while its calls come one at a time; one more than the cores as soon as it uses 0.85 of one, or 0.15 while a third of its calls and sends to sessions overlap; off when GOMAXPROCS is set), "all", or a number`)
 	raftRoutes := fl.String("raft-route", "", "comma-separated NAME=HOST:PORT: dial server NAME's raft transport at HOST:PORT instead of its advertised address (NAT, tunnels, proxies); list every other server")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {

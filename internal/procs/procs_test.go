@@ -107,6 +107,9 @@ func TestControllerStopRestoresProcessors(t *testing.T) {
 		default:
 		}
 	})
+	if got := runtime.GOMAXPROCS(0); got != before+1 && len(changes) == 0 {
+		t.Fatalf("a started controller runs on %d processors, want %d (one more than Go's %d while busy)", got, before+1, before)
+	}
 	// An idle test process falls to one processor after the hold and a
 	// quiet run of samples (about 60 samples of 1 ms).
 	select {
