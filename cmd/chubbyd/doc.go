@@ -7,8 +7,8 @@
 //
 // -procs auto (the default) starts an internal/procs.Controller, which
 // runs the process on one processor while it is nearly idle or serves
-// one call at a time, and on all of them when it is busy or its calls
-// overlap (the server counts them: Server.CallLoad).
+// one call at a time, and on one more than the cores when it is busy or
+// its calls overlap (the server counts them: Server.CallLoad).
 //
 // Subcommands: `chubbyd restore` prepares a data directory from a backup
 // (restore.go); `chubbyd tls ca create`, `chubbyd tls cert create` and

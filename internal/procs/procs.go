@@ -6,10 +6,10 @@
 // run on several threads, every hand-off wakes a thread asleep on another
 // core, and at low load those wake-ups take longer than the work. With one
 // processor a readied goroutine runs next on the thread that readied it.
-// Under load the process needs every core. The Controller samples the
-// process's CPU time (user and system, every thread) and moves between one
-// processor and all of them, with hysteresis, a minimum stay at all of
-// them after each rise, and at most one change per sample.
+// Under load the process needs every core, and one processor more (Busy).
+// The Controller samples the process's CPU time (user and system, every
+// thread) and moves between one processor and Busy, with hysteresis, a
+// minimum stay at Busy after each rise, and at most one change per sample.
 package procs
 
 import (
