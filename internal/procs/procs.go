@@ -184,9 +184,9 @@ func Start(interval time.Duration, changed func(procs int, x Sample)) *Controlle
 // run queue, the disk idle, behind the replies it made runnable. With one
 // processor more than cores, the other goroutines keep every core busy
 // while the writer waits on the disk. 64 sessions' lock cycles on one
-// server of this 2-core machine: 3 processors ran 4.7 % faster than 2 (5 of
-// 6 rounds ahead, order rotated), 4 no better than 3 (README, "The write
-// path beside etcd").
+// server of this 2-core machine: 3 processors ran 4.7 % and 10 % faster
+// than 2 in two sets of 6 rounds (5 and 6 of 6 ahead, order rotated), 4
+// no better than 3 (README, "The write path beside etcd").
 func Busy(base int) int { return base + 1 }
 
 // CountCalls gives the controller the server's call counters: calls

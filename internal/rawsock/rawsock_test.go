@@ -13,14 +13,11 @@ import (
 	"github.com/chubby-dev/chubby/internal/tcptest"
 )
 
-// pair is a connected TCP pair on loopback: a (the side under test) and b.
-func pair(t *testing.T) (a, b *net.TCPConn) { return tcptest.Pair(t) }
-
 // TestWriteFillsAndWaits: a write far larger than the socket buffers,
 // to a peer that reads slowly, arrives whole and in order: Writer.Write
 // continues after partial writes and waits for room on EAGAIN.
 func TestWriteFillsAndWaits(t *testing.T) {
-	a, b := pair(t)
+	a, b := tcptest.Pair(t)
 	want := make([]byte, 16<<20)
 	for i := range want {
 		want[i] = byte(i * 7)
@@ -54,7 +51,7 @@ func TestWriteFillsAndWaits(t *testing.T) {
 // TestWriteDeadline: a write to a peer that never reads fails with the
 // connection's write deadline once the buffers are full, not never.
 func TestWriteDeadline(t *testing.T) {
-	a, _ := pair(t)
+	a, _ := tcptest.Pair(t)
 	a.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 	start := time.Now()
 	n, err := NewWriter(Conn(a)).Write(make([]byte, 64<<20))
@@ -72,7 +69,7 @@ func TestWriteDeadline(t *testing.T) {
 // TestWritePeerGone: writing to a connection whose peer closed fails
 // (EPIPE or a reset), and one closed locally fails with net.ErrClosed.
 func TestWritePeerGone(t *testing.T) {
-	a, b := pair(t)
+	a, b := tcptest.Pair(t)
 	b.Close()
 	var err error
 	for i := 0; i < 100 && err == nil; i++ { // the first write may still be accepted
@@ -82,7 +79,7 @@ func TestWritePeerGone(t *testing.T) {
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("writes to a closed peer: %v, want EPIPE or ECONNRESET", err)
 	}
-	c, _ := pair(t)
+	c, _ := tcptest.Pair(t)
 	rc := Conn(c)
 	c.Close()
 	if _, err := NewWriter(rc).Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
@@ -94,7 +91,7 @@ func TestWritePeerGone(t *testing.T) {
 // what arrived once the poller reports the socket readable, and 0 at the
 // end of the stream.
 func TestRead(t *testing.T) {
-	a, b := pair(t)
+	a, b := tcptest.Pair(t)
 	rc := Conn(a)
 	// read reads once; with wait, an EAGAIN waits for readiness and reads
 	// again, as edgeread's loop does.
@@ -127,7 +124,7 @@ func TestRead(t *testing.T) {
 // TestConn: a TCP connection gives its socket; one that has none (an
 // in-memory pipe) gives nil, and is written the ordinary way.
 func TestConn(t *testing.T) {
-	a, _ := pair(t)
+	a, _ := tcptest.Pair(t)
 	if Conn(a) == nil {
 		t.Fatal("Conn of a TCP connection is nil")
 	}
@@ -142,7 +139,7 @@ func TestConn(t *testing.T) {
 // TestWriteAllocatesNothing: a Writer's write of a small buffer, the
 // per-reply path of every connection, allocates nothing.
 func TestWriteAllocatesNothing(t *testing.T) {
-	a, b := pair(t)
+	a, b := tcptest.Pair(t)
 	go io.Copy(io.Discard, b)
 	w := NewWriter(Conn(a))
 	p := []byte("a reply frame")
