@@ -70,6 +70,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Pool == nil && !cfg.OwnConnection {
+		cfg.Pool = processPool
+	}
 	c := newClient(cfg.withDefaults())
 	retry := c.newRetrier()
 	nonce := rand.Uint64() | 1 // math/rand/v2: seeded from the OS

@@ -56,9 +56,18 @@ type Config struct {
 	// Logger receives debug lines (discarded if nil).
 	Logger hclog.Logger
 	// Pool, if set, shares connections among the Clients dialled with it,
-	// and renews their sessions together (see Pool). Nil: the Client has
-	// connections of its own.
+	// and renews their sessions together (see Pool). Nil: the Client
+	// shares the process's connections (see OwnConnection).
 	Pool *Pool
+	// OwnConnection gives the Client connections of its own. By default
+	// (false, and no Pool) the Clients of one process reach each server
+	// over one connection per TLS configuration, as the sessions of one
+	// etcd client share its connection: their calls and replies then
+	// travel together, many to a read or write of the socket. Each Client
+	// still renews its own session with a KeepAlive of its own (events
+	// streamed on it), and a connection closes with the last Client using
+	// it.
+	OwnConnection bool
 }
 
 // Lock-delay values (Chubby §2.4). Everywhere in this package — Config.LockDelay

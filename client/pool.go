@@ -47,7 +47,19 @@ type Pool struct {
 	searches map[searchKey]*search
 	searched int // searches made, for tests
 	closed   bool
+	// shared marks processPool: its Clients renew their sessions each
+	// with a stream KeepAlive of its own (not gathered into KeepAliveMany
+	// calls), and a connection closes as soon as no Client uses it.
+	shared bool
 }
+
+// processPool is the Pool of the Clients dialled with neither a Pool nor
+// OwnConnection: the process's connections. It is never closed.
+var processPool = func() *Pool {
+	p := NewPool()
+	p.shared = true
+	return p
+}()
 
 type dialFailure struct {
 	err error
@@ -134,7 +146,8 @@ func (p *Pool) get(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcCo
 
 // release ends a view of t; failed retires t. A retired or failed
 // transport closes with its last view; a healthy one stays for the next
-// Client (a server probed and found not master is probed again soon).
+// Client (a server probed and found not master is probed again soon),
+// except in processPool, which keeps no connection nobody uses.
 func (p *Pool) release(t *transport, failed bool) {
 	p.mu.Lock()
 	t.refs--
@@ -142,7 +155,10 @@ func (p *Pool) release(t *transport, failed bool) {
 		t.retired = true
 		p.unlistLocked(t)
 	}
-	last := t.refs == 0 && t.retired
+	last := t.refs == 0 && (t.retired || p.shared)
+	if last {
+		p.unlistLocked(t)
+	}
 	p.mu.Unlock()
 	if last {
 		t.close()
@@ -299,7 +315,16 @@ func (w *kaWaiter) answer(rep wire.KeepAliveReply, err error) {
 // deliver gets the answer that ends it (a KeepAliveMany does not stream);
 // a push that does not decode comes with its error.
 func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, args wire.KeepAliveArgs, deliver func(wire.KeepAliveReply, error), pushed func(wire.KeepAliveReply, error)) {
-	if c.t.pool == nil {
+	if c.t.pool == nil || c.t.pool.shared {
+		if c.t.pool != nil {
+			// A transport shared with others outlives the view: the
+			// view's end must fail the call itself.
+			var ended bool
+			ctx, deliver, ended = c.endsWithView(ctx, deliver)
+			if ended {
+				return
+			}
+		}
 		args.Stream = pushed != nil
 		c.t.callAsync(ctx, wire.MKeepAlive, epoch, sess, args, func(resp *wire.Response, err error) {
 			var rep wire.KeepAliveReply
@@ -330,6 +355,28 @@ func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, 
 		return
 	}
 	c.t.queueKeepAlive(w)
+}
+
+// endsWithView makes a KeepAlive call of its own on a shared transport
+// end with the view: it returns a ctx that the view's end cancels and a
+// deliver that answers once, with the end of the view if that comes
+// first. ended reports a view already ended (deliver has been answered).
+func (c *rpcConn) endsWithView(ctx context.Context, deliver func(wire.KeepAliveReply, error)) (context.Context, func(wire.KeepAliveReply, error), bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &kaWaiter{view: c, deliver: func(rep wire.KeepAliveReply, err error) {
+		cancel() // the call's own answer, or the view's end: drop the call
+		deliver(rep, err)
+	}}
+	c.kaMu.Lock()
+	ended := c.kas == nil
+	if !ended {
+		c.kas[w] = struct{}{}
+	}
+	c.kaMu.Unlock()
+	if ended {
+		w.answer(wire.KeepAliveReply{}, fmt.Errorf("%w: connection closed by client", errConnLost))
+	}
+	return ctx, w.answer, ended
 }
 
 // forgetKeepAlive drops an answered KeepAlive from the view's.

@@ -23,7 +23,7 @@ func TestSearchAsksOneServerAtATime(t *testing.T) {
 	ps := []*cell.Proxy{c.NewProxy(t), c.NewProxy(t), c.NewProxy(t), c.NewProxy(t)}
 	const n = 24
 	for range n {
-		c.Dial(t, client.Config{Servers: cell.ProxyAddrs(ps), FixedServers: true})
+		c.Dial(t, client.Config{Servers: cell.ProxyAddrs(ps), FixedServers: true, OwnConnection: true})
 	}
 	total, used := 0, 0
 	for _, p := range ps {
@@ -53,7 +53,7 @@ func TestSearchMovesOnFromRefusingServers(t *testing.T) {
 	up := c.NewProxy(t)
 	start := time.Now()
 	for range 8 {
-		c.Dial(t, client.Config{Servers: append(cell.ProxyAddrs(down), up.Addr()), FixedServers: true})
+		c.Dial(t, client.Config{Servers: append(cell.ProxyAddrs(down), up.Addr()), FixedServers: true, OwnConnection: true})
 	}
 	// The probe timeout is 2 s: a search that waited on a refusal would
 	// fail and retry; eight clients would take seconds.

@@ -88,6 +88,8 @@ func TestProxyRenewsClientsTogether(t *testing.T) {
 // a proxy's clients (each on a connection of its own) ask the proxy for
 // the new master on the connection they have, instead of each dialling
 // every proxy again, and renew their sessions with the new master.
+// (Clients sharing their process's connection search together instead:
+// client's TestPoolSearchesTogetherAfterFailover.)
 func TestProxyClientsKeepConnectionsThroughFailover(t *testing.T) {
 	const n = 20
 	c := cell.StartCluster(t, 3)
@@ -105,7 +107,7 @@ func TestProxyClientsKeepConnectionsThroughFailover(t *testing.T) {
 	t.Cleanup(func() { link.Close() })
 	var cls []*client.Client
 	for range n {
-		cls = append(cls, c.Dial(t, client.Config{Servers: []string{link.Addr()}, FixedServers: true, SessionTTL: 6 * time.Second}))
+		cls = append(cls, c.Dial(t, client.Config{Servers: []string{link.Addr()}, FixedServers: true, SessionTTL: 6 * time.Second, OwnConnection: true}))
 	}
 	before := link.Stats().Accepted
 	epoch := cls[0].Session().Epoch

@@ -97,11 +97,16 @@ func (c *conn) send(resp *wire.Response) {
 // the queue until it is full, so a client's own backlog does not delay its
 // lease. A client pipelining thousands of writes thus puts maxRunning of
 // them before the proposer at a time, not thousands, and other sessions'
-// calls are not starved of the CPU or the queue. A call that waits for a
-// lock grant parks (call.park) and stops counting as running, so blocked
-// Acquires never hold up the connection's other calls.
+// calls are not starved of the CPU or the queue (the proposer takes one
+// command of each connection in turn). A call that waits for a lock grant
+// parks (call.park) and stops counting as running, so blocked Acquires
+// never hold up the connection's other calls. A connection carries the
+// sessions of a whole process (the client shares one by default), so the
+// bound is per process rather than per session: 16 held 64 sessions'
+// Acquires and Releases to a quarter of them at a time (7,000 cycles/s
+// against 10,000 with a connection each), 128 lets them all run (12,800).
 const (
-	maxRunning = 16
+	maxRunning = 128
 	maxQueued  = 1024
 )
 

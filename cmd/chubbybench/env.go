@@ -97,6 +97,8 @@ func (e *env) config() client.Config {
 	}
 	if e.pools != nil {
 		cfg.Pool = e.pools[int(e.dialled.Add(1)-1)%len(e.pools)]
+	} else {
+		cfg.OwnConnection = true // -conns 0: a connection per client, as -help says
 	}
 	return cfg
 }
