@@ -29,6 +29,11 @@
 // reconnecting with jittered backoff for the grace period (45 s) and then
 // reports EventSafe or EventExpired.
 //
+// The Clients of one process share a connection to each server (one per
+// *tls.Config: processPool), their calls and replies travelling together;
+// Config.OwnConnection gives a Client its own, and a Pool renews its
+// Clients' sessions together.
+//
 //	Dial ─► connect (discovery.go: Hello to one server at a time, in a random
 //	  │      order, the next after a refusal or 150 ms; the master's connection
 //	  │      kept) ─► CreateSession ─► go keepAliveLoop
@@ -49,7 +54,7 @@
 // (SessionState from sent time, TTL, drift margin and grace, on package
 // session's arithmetic); session.go SessionState and Session; open.go and handle.go nodes; cache.go the cache's use; locks.go
 // locks and RunLocked; operator.go membership; conn.go one multiplexed TCP
-// connection.
+// connection; pool.go connections shared by Clients.
 //
 // Lock-delay values, in Config.LockDelay and the LockDelay option alike: 0
 // means the default (Config.LockDelay, itself DefaultLockDelay when 0),
