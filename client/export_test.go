@@ -16,3 +16,23 @@ func SetProbeStagger(t interface{ Cleanup(func()) }, d time.Duration) {
 	probeStagger = d
 	t.Cleanup(func() { probeStagger = old })
 }
+
+// PoolRecords is how many searches and failed dials p keeps.
+func PoolRecords(p *Pool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.searches) + len(p.failed)
+}
+
+// AgePoolRecords moves p's searches and failed dials d into the past.
+func AgePoolRecords(p *Pool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.searches {
+		s.at = s.at.Add(-d)
+	}
+	for k, f := range p.failed {
+		f.at = f.at.Add(-d)
+		p.failed[k] = f
+	}
+}

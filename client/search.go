@@ -67,6 +67,7 @@ func (p *Pool) findMaster(ctx context.Context, c *Client, servers []string) (fou
 				return found{}, ctx.Err()
 			}
 		}
+		p.sweepLocked()
 		s = &search{done: make(chan struct{})}
 		p.searches[key] = s
 		p.searched++
@@ -108,4 +109,24 @@ func (p *Pool) reuseLocked(s *search) (found, error, bool) {
 	f := s.res
 	f.conn = t.view()
 	return f, nil, true
+}
+
+// sweepLocked forgets the searches and failed dials whose outcomes no
+// longer stand: a long-lived process (processPool) that dials many cells
+// in turn keeps no record, nor connection, of the ones it is done with.
+func (p *Pool) sweepLocked() {
+	for k, s := range p.searches {
+		select {
+		case <-s.done:
+			if time.Since(s.at) >= helloFresh {
+				delete(p.searches, k)
+			}
+		default:
+		}
+	}
+	for k, f := range p.failed {
+		if time.Since(f.at) >= dialFailFresh {
+			delete(p.failed, k)
+		}
+	}
 }

@@ -6,6 +6,7 @@ package client_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/chubby-dev/chubby/client"
 	"github.com/chubby-dev/chubby/testing/cell"
@@ -83,4 +84,26 @@ func TestClientsShareTheProcessConnection(t *testing.T) {
 		cl.Close()
 	}
 	wait.For(t, 0, "the shared connection closed with its last Client", func() bool { return p.Conns() == 0 })
+}
+
+// TestPoolForgetsOldSearches: a Pool keeps the outcome of a search, and of
+// a failed dial, only while it stands; a process that dials one cell after
+// another (processPool lives as long as the process) does not keep a
+// record and a connection of each.
+func TestPoolForgetsOldSearches(t *testing.T) {
+	a, b := cell.Start(t), cell.Start(t)
+	pool := client.NewPool()
+	t.Cleanup(func() { pool.Close() })
+	cl := a.Dial(t, client.Config{Servers: []string{"127.0.0.1:1", a.Addr()}, FixedServers: true, Pool: pool})
+	cl.Close()
+	// The search, and the failed dial if the search tried that server
+	// before the cell's.
+	if got := client.PoolRecords(pool); got < 1 {
+		t.Fatalf("after a search the Pool keeps %d records; want its outcome", got)
+	}
+	client.AgePoolRecords(pool, 2*time.Second)
+	b.Dial(t, client.Config{Pool: pool})
+	if got := client.PoolRecords(pool); got != 1 {
+		t.Fatalf("the Pool keeps %d records after a search of another cell; want 1 (the new search), the stale ones forgotten", got)
+	}
 }
