@@ -344,6 +344,14 @@ func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, 
 	}
 	w := &kaWaiter{view: c, epoch: epoch, deliver: deliver,
 		entry: wire.KeepAliveEntry{Session: sess.id, Secret: sess.secret, Urgent: args.Urgent, AckInval: args.AckInval}}
+	if c.track(w) {
+		c.t.queueKeepAlive(w)
+	}
+}
+
+// track records w among the view's KeepAlives in flight, which its end
+// fails; a view already ended answers w at once with its end (false).
+func (c *rpcConn) track(w *kaWaiter) bool {
 	c.kaMu.Lock()
 	ended := c.kas == nil
 	if !ended {
@@ -352,9 +360,8 @@ func (c *rpcConn) keepAlive(ctx context.Context, epoch uint64, sess sessionRef, 
 	c.kaMu.Unlock()
 	if ended {
 		w.answer(wire.KeepAliveReply{}, fmt.Errorf("%w: connection closed by client", errConnLost))
-		return
 	}
-	c.t.queueKeepAlive(w)
+	return !ended
 }
 
 // endsWithView makes a KeepAlive call of its own on a shared transport
@@ -367,16 +374,7 @@ func (c *rpcConn) endsWithView(ctx context.Context, deliver func(wire.KeepAliveR
 		cancel() // the call's own answer, or the view's end: drop the call
 		deliver(rep, err)
 	}}
-	c.kaMu.Lock()
-	ended := c.kas == nil
-	if !ended {
-		c.kas[w] = struct{}{}
-	}
-	c.kaMu.Unlock()
-	if ended {
-		w.answer(wire.KeepAliveReply{}, fmt.Errorf("%w: connection closed by client", errConnLost))
-	}
-	return ctx, w.answer, ended
+	return ctx, w.answer, !c.track(w)
 }
 
 // forgetKeepAlive drops an answered KeepAlive from the view's.
