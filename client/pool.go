@@ -69,6 +69,9 @@ type dialFailure struct {
 // dialFailFresh is how long a failed dial stands for a Pool's Clients.
 const dialFailFresh = 50 * time.Millisecond
 
+// stands reports whether the failed dial still answers for the server.
+func (f dialFailure) stands() bool { return time.Since(f.at) < dialFailFresh }
+
 type poolKey struct {
 	addr string
 	tls  *tls.Config
@@ -98,7 +101,7 @@ func (p *Pool) get(ctx context.Context, addr string, tlsCfg *tls.Config) (*rpcCo
 			p.mu.Unlock()
 			return t.view(), nil
 		}
-		if f, ok := p.failed[key]; ok && time.Since(f.at) < dialFailFresh {
+		if f, ok := p.failed[key]; ok && f.stands() {
 			p.mu.Unlock()
 			return nil, f.err
 		}
@@ -153,10 +156,9 @@ func (p *Pool) release(t *transport, failed bool) {
 	t.refs--
 	if failed {
 		t.retired = true
-		p.unlistLocked(t)
 	}
 	last := t.refs == 0 && (t.retired || p.shared)
-	if last {
+	if failed || last {
 		p.unlistLocked(t)
 	}
 	p.mu.Unlock()

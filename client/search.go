@@ -125,7 +125,7 @@ func (p *Pool) sweepLocked() {
 		}
 	}
 	for k, f := range p.failed {
-		if time.Since(f.at) >= dialFailFresh {
+		if !f.stands() {
 			delete(p.failed, k)
 		}
 	}
